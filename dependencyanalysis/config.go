@@ -1,0 +1,142 @@
+package dependencyanalysis
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Config configures the engine. The processor embeds it, so its field tags
+// are the collector configuration keys.
+type Config struct {
+	// Classification decides which spans are errors.
+	Classification Classification `mapstructure:"classification"`
+	// EdgeModel decides when an edge is fail-close or fail-open.
+	EdgeModel ModelConfig `mapstructure:"edge_model"`
+	// Attributes overrides where names and attempt numbers are read from.
+	Attributes AttributeNames `mapstructure:"attributes"`
+}
+
+// Classification decides which spans are errors (DESIGN §3).
+type Classification struct {
+	// HTTPClientErrors makes HTTP 4xx responses errors. By default they are
+	// the caller's fault and are not.
+	HTTPClientErrors bool `mapstructure:"http_4xx_is_error"`
+	// GRPCErrorCodes are the gRPC status codes, by name, that are server
+	// faults. Default: UNKNOWN, DEADLINE_EXCEEDED, UNIMPLEMENTED, INTERNAL,
+	// UNAVAILABLE, DATA_LOSS (OpenTelemetry's server-span rule).
+	GRPCErrorCodes []string `mapstructure:"grpc_error_codes"`
+	// TimeoutErrorTypes are error.type values, compared case-insensitively,
+	// that mark a timeout besides HTTP 408/504, gRPC DEADLINE_EXCEEDED and
+	// any error.type containing "timeout" or "deadline".
+	TimeoutErrorTypes []string `mapstructure:"timeout_error_types"`
+}
+
+// ModelConfig tunes the edge model.
+type ModelConfig struct {
+	// MinSamples is how many failed calls an edge needs before it gets a mode.
+	MinSamples int `mapstructure:"min_samples"`
+	// Confidence is the Wilson interval's confidence, in (0.5, 1).
+	Confidence float64 `mapstructure:"confidence"`
+	// FailCloseThreshold: an edge is fail-close when the lower confidence
+	// bound of P(inbound fails | call failed) is at least this.
+	FailCloseThreshold float64 `mapstructure:"fail_close_threshold"`
+	// FailOpenThreshold: an edge is fail-open when the upper confidence
+	// bound of P(inbound fails | call failed) is at most this.
+	FailOpenThreshold float64 `mapstructure:"fail_open_threshold"`
+	// HalfLife is how fast old observations fade, so the model follows a
+	// change in behaviour. Zero keeps every observation at full weight.
+	HalfLife time.Duration `mapstructure:"half_life"`
+}
+
+// AttributeNames lists span attributes to read, in priority order. Empty
+// lists keep the defaults.
+type AttributeNames struct {
+	// PeerService names the callee on an outbound span. Default:
+	// service.peer.name, peer.service, messaging.destination.name, server.address.
+	PeerService []string `mapstructure:"peer_service"`
+	// RetryAttempt carries the attempt number (0 or absent first). Default:
+	// http.request.resend_count, retry.attempt.
+	RetryAttempt []string `mapstructure:"retry_attempt"`
+}
+
+// DefaultConfig returns the engine's defaults.
+func DefaultConfig() Config {
+	return Config{
+		Classification: Classification{
+			GRPCErrorCodes: []string{"UNKNOWN", "DEADLINE_EXCEEDED", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS"},
+		},
+		EdgeModel: ModelConfig{
+			MinSamples:         20,
+			Confidence:         0.95,
+			FailCloseThreshold: 0.8,
+			FailOpenThreshold:  0.2,
+			HalfLife:           10 * time.Minute,
+		},
+		Attributes: AttributeNames{
+			PeerService:  []string{"service.peer.name", "peer.service", "messaging.destination.name", "server.address"},
+			RetryAttempt: []string{"http.request.resend_count", "retry.attempt"},
+		},
+	}
+}
+
+// Validate reports every problem in the configuration, each naming the key
+// and what to do.
+func (c *Config) Validate() error {
+	var errs []error
+	for _, name := range c.Classification.GRPCErrorCodes {
+		if _, ok := grpcCodeByName(name); !ok {
+			errs = append(errs, fmt.Errorf("classification.grpc_error_codes: %q is not a gRPC status code name; use names such as UNAVAILABLE or INTERNAL", name))
+		}
+	}
+	m := c.EdgeModel
+	if m.MinSamples < 1 {
+		errs = append(errs, fmt.Errorf("edge_model.min_samples: %d must be at least 1", m.MinSamples))
+	}
+	if !(m.Confidence > 0.5 && m.Confidence < 1) {
+		errs = append(errs, fmt.Errorf("edge_model.confidence: %v must be between 0.5 and 1, such as 0.95", m.Confidence))
+	}
+	if !(m.FailCloseThreshold > 0 && m.FailCloseThreshold <= 1) {
+		errs = append(errs, fmt.Errorf("edge_model.fail_close_threshold: %v must be in (0, 1]", m.FailCloseThreshold))
+	}
+	if !(m.FailOpenThreshold >= 0 && m.FailOpenThreshold < 1) {
+		errs = append(errs, fmt.Errorf("edge_model.fail_open_threshold: %v must be in [0, 1)", m.FailOpenThreshold))
+	}
+	if m.FailOpenThreshold >= m.FailCloseThreshold {
+		errs = append(errs, fmt.Errorf("edge_model: fail_open_threshold (%v) must be below fail_close_threshold (%v)", m.FailOpenThreshold, m.FailCloseThreshold))
+	}
+	if m.HalfLife < 0 {
+		errs = append(errs, fmt.Errorf("edge_model.half_life: %v must not be negative; use 0 to keep observations forever", m.HalfLife))
+	}
+	for _, list := range []struct {
+		key   string
+		names []string
+	}{{"attributes.peer_service", c.Attributes.PeerService}, {"attributes.retry_attempt", c.Attributes.RetryAttempt}} {
+		for _, n := range list.names {
+			if strings.TrimSpace(n) == "" {
+				errs = append(errs, fmt.Errorf("%s: empty attribute name; remove it or name an attribute", list.key))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// grpcCodes are the gRPC status code names, indexed by code.
+var grpcCodes = [...]string{
+	"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+	"ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+	"ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+	"UNAUTHENTICATED",
+}
+
+const grpcDeadlineExceeded = 4
+
+func grpcCodeByName(name string) (int, bool) {
+	for code, n := range grpcCodes {
+		if strings.EqualFold(n, name) {
+			return code, true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,336 @@
+package dependencyanalysis
+
+import (
+	"strconv"
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/errorownership/errorownership/ownership"
+)
+
+// UnknownService is the service of spans whose resource has no service.name,
+// as the OpenTelemetry SDKs spell it.
+const UnknownService = "unknown_service"
+
+// attrField says what an attribute means to the extractor.
+type attrField uint8
+
+const (
+	fieldNone attrField = iota
+	fieldPeerService
+	fieldAttempt
+	fieldHTTPStatus
+	fieldGRPCStatus
+	fieldErrorType
+	fieldClaim
+	fieldClaimReceived
+	fieldDecision
+	fieldURLTemplate
+	fieldHTTPMethod
+	fieldRPCService
+	fieldRPCMethod
+)
+
+// maxPeerServiceNames bounds attributes.peer_service.
+const maxPeerServiceNames = 8
+
+// attrSpec is one attribute the extractor reads; rank orders alternatives.
+type attrSpec struct {
+	field attrField
+	rank  uint8
+}
+
+// Extractor turns ptrace.Traces into Span records. It is not safe for
+// concurrent use: give each goroutine its own, sharing one Symbols table.
+type Extractor struct {
+	attrs       map[string]attrSpec
+	faultCodes  [len(grpcCodes)]bool
+	clientErrs  bool
+	timeoutErrs []string
+	syms        symbolCache
+	unknownSvc  Symbol
+	buf         []byte
+
+	// Malformed counts spans skipped for a zero trace or span ID.
+	Malformed uint64
+}
+
+// NewExtractor returns an extractor for cfg, interning names into syms.
+// cfg must be valid (Config.Validate).
+func NewExtractor(cfg Config, syms *Symbols) *Extractor {
+	def := DefaultConfig()
+	e := &Extractor{
+		attrs:      make(map[string]attrSpec, 24),
+		clientErrs: cfg.Classification.HTTPClientErrors,
+		syms:       symbolCache{table: syms, local: make(map[string]Symbol, 256)},
+	}
+	e.unknownSvc = syms.Intern(UnknownService)
+	add := func(f attrField, names ...string) {
+		for i, n := range names {
+			if _, taken := e.attrs[n]; !taken {
+				e.attrs[n] = attrSpec{field: f, rank: uint8(i)}
+			}
+		}
+	}
+	peer := cfg.Attributes.PeerService
+	if len(peer) == 0 {
+		peer = def.Attributes.PeerService
+	}
+	if len(peer) > maxPeerServiceNames {
+		peer = peer[:maxPeerServiceNames]
+	}
+	attempt := cfg.Attributes.RetryAttempt
+	if len(attempt) == 0 {
+		attempt = def.Attributes.RetryAttempt
+	}
+	add(fieldPeerService, peer...)
+	add(fieldAttempt, attempt...)
+	add(fieldHTTPStatus, "http.response.status_code", "http.status_code")
+	add(fieldGRPCStatus, "rpc.grpc.status_code", "rpc.response.status_code", "rpc.status_code")
+	add(fieldErrorType, "error.type")
+	add(fieldClaim, ownership.AttrClaim)
+	add(fieldClaimReceived, ownership.AttrClaimReceived)
+	add(fieldDecision, ownership.AttrRetryDecision)
+	add(fieldURLTemplate, "url.template", "http.route")
+	add(fieldHTTPMethod, "http.request.method", "http.method")
+	add(fieldRPCService, "rpc.service")
+	add(fieldRPCMethod, "rpc.method")
+
+	codes := cfg.Classification.GRPCErrorCodes
+	if codes == nil {
+		codes = def.Classification.GRPCErrorCodes
+	}
+	for _, name := range codes {
+		if c, ok := grpcCodeByName(name); ok {
+			e.faultCodes[c] = true
+		}
+	}
+	for _, t := range cfg.Classification.TimeoutErrorTypes {
+		e.timeoutErrs = append(e.timeoutErrs, strings.ToLower(t))
+	}
+	return e
+}
+
+// Append extracts a record for every span of td and appends them to dst.
+// Spans with a zero trace or span ID are counted in Malformed and skipped.
+func (e *Extractor) Append(dst []Span, td ptrace.Traces) []Span {
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		svc := e.unknownSvc
+		if v, ok := rs.Resource().Attributes().Get("service.name"); ok && v.Str() != "" {
+			svc = e.syms.intern(v.Str())
+		}
+		sss := rs.ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			spans := sss.At(j).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				sp := spans.At(k)
+				if sp.TraceID().IsEmpty() || sp.SpanID().IsEmpty() {
+					e.Malformed++
+					continue
+				}
+				dst = append(dst, Span{})
+				e.fill(&dst[len(dst)-1], sp, svc)
+			}
+		}
+	}
+	return dst
+}
+
+// spanAttrs collects what one span's attributes say before it is classified.
+type spanAttrs struct {
+	peer        [maxPeerServiceNames]string
+	httpStatus  int64
+	grpcCode    int
+	attempt     int64
+	attemptRank uint8
+	errorType   string
+	template    string
+	method      string
+	rpcService  string
+	rpcMethod   string
+}
+
+func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) {
+	r.TraceID = sp.TraceID()
+	r.SpanID = sp.SpanID()
+	r.ParentID = sp.ParentSpanID()
+	r.Start = sp.StartTimestamp()
+	r.End = sp.EndTimestamp()
+	if r.End < r.Start {
+		r.End = r.Start
+	}
+	r.Service = svc
+	r.Operation = e.syms.intern(sp.Name())
+	r.Attempt = AttemptUnknown
+	r.Kind = kindOf(sp.Kind())
+
+	a := spanAttrs{grpcCode: -1, attempt: -1, attemptRank: 255}
+	for k, v := range sp.Attributes().All() {
+		spec, ok := e.attrs[k]
+		if !ok {
+			continue
+		}
+		switch spec.field {
+		case fieldPeerService:
+			a.peer[spec.rank] = v.Str()
+		case fieldAttempt:
+			if n, ok := intValue(v); ok && n >= 0 && spec.rank < a.attemptRank {
+				a.attempt, a.attemptRank = n, spec.rank
+			}
+		case fieldHTTPStatus:
+			if n, ok := intValue(v); ok {
+				a.httpStatus = n
+			}
+		case fieldGRPCStatus:
+			a.grpcCode = grpcCodeOf(v)
+		case fieldErrorType:
+			a.errorType = v.Str()
+		case fieldClaim:
+			r.Claim = ownership.ParseClaim(v.Str())
+		case fieldClaimReceived:
+			r.ClaimReceived = ownership.ParseClaim(v.Str())
+		case fieldDecision:
+			r.Decision = ownership.ParseRetryDecision(v.Str())
+		case fieldURLTemplate:
+			if spec.rank == 0 || a.template == "" {
+				a.template = v.Str()
+			}
+		case fieldHTTPMethod:
+			a.method = v.Str()
+		case fieldRPCService:
+			a.rpcService = v.Str()
+		case fieldRPCMethod:
+			a.rpcMethod = v.Str()
+		}
+	}
+	if a.attempt >= 0 {
+		r.Attempt = int16(min(a.attempt, 1<<14))
+	}
+	r.Flags = e.classify(sp.Status().Code(), &a)
+	if r.Kind.Outbound() {
+		for _, p := range a.peer {
+			if p != "" {
+				r.PeerService = e.syms.intern(p)
+				break
+			}
+		}
+		r.PeerOperation = e.peerOperation(r.Operation, &a)
+	}
+}
+
+// classify applies DESIGN §3: an HTTP status decides when present, else a
+// gRPC code, else the span status.
+func (e *Extractor) classify(status ptrace.StatusCode, a *spanAttrs) uint8 {
+	var failed, timeout bool
+	switch {
+	case a.httpStatus > 0:
+		failed = a.httpStatus >= 500 || (e.clientErrs && a.httpStatus >= 400)
+		timeout = a.httpStatus == 504 || a.httpStatus == 408
+	case a.grpcCode >= 0:
+		failed = e.faultCodes[a.grpcCode]
+		timeout = a.grpcCode == grpcDeadlineExceeded
+	default:
+		failed = status == ptrace.StatusCodeError
+	}
+	if !failed {
+		return 0
+	}
+	if !timeout && a.errorType != "" {
+		timeout = e.isTimeoutType(a.errorType)
+	}
+	if timeout {
+		return FlagFailed | FlagTimeout
+	}
+	return FlagFailed
+}
+
+func (e *Extractor) isTimeoutType(t string) bool {
+	if containsFold(t, "timeout") || containsFold(t, "deadline") {
+		return true
+	}
+	for _, want := range e.timeoutErrs {
+		if strings.EqualFold(t, want) {
+			return true
+		}
+	}
+	return false
+}
+
+// peerOperation names the callee's operation the way its server span is
+// named by convention: "METHOD template" for HTTP, "service/method" for RPC,
+// else the client span's own name.
+func (e *Extractor) peerOperation(name Symbol, a *spanAttrs) Symbol {
+	switch {
+	case a.template != "":
+		e.buf = e.buf[:0]
+		if a.method != "" {
+			e.buf = append(append(e.buf, a.method...), ' ')
+		}
+		e.buf = append(e.buf, a.template...)
+		return e.syms.internBytes(e.buf)
+	case a.rpcService != "" && a.rpcMethod != "":
+		e.buf = append(append(append(e.buf[:0], a.rpcService...), '/'), a.rpcMethod...)
+		return e.syms.internBytes(e.buf)
+	}
+	return name
+}
+
+func kindOf(k ptrace.SpanKind) Kind {
+	switch k {
+	case ptrace.SpanKindServer:
+		return KindServer
+	case ptrace.SpanKindClient:
+		return KindClient
+	case ptrace.SpanKindProducer:
+		return KindProducer
+	case ptrace.SpanKindConsumer:
+		return KindConsumer
+	}
+	return KindInternal
+}
+
+// intValue reads an integer attribute, also when it was sent as a string.
+func intValue(v pcommon.Value) (int64, bool) {
+	switch v.Type() {
+	case pcommon.ValueTypeInt:
+		return v.Int(), true
+	case pcommon.ValueTypeDouble:
+		return int64(v.Double()), true
+	case pcommon.ValueTypeStr:
+		n, err := strconv.ParseInt(v.Str(), 10, 64)
+		return n, err == nil
+	}
+	return 0, false
+}
+
+// grpcCodeOf reads a gRPC status code given as a number or as a name
+// ("UNAVAILABLE", as rpc.response.status_code spells it); -1 if neither.
+func grpcCodeOf(v pcommon.Value) int {
+	if n, ok := intValue(v); ok {
+		if n >= 0 && int(n) < len(grpcCodes) {
+			return int(n)
+		}
+		return -1
+	}
+	if v.Type() == pcommon.ValueTypeStr {
+		if c, ok := grpcCodeByName(v.Str()); ok {
+			return c
+		}
+	}
+	return -1
+}
+
+// containsFold reports whether s contains the lower-case ASCII word sub,
+// ignoring case, without allocating.
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,197 @@
+package dependencyanalysis
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/errorownership/errorownership/ownership"
+)
+
+func TestExtractClassifies(t *testing.T) {
+	tests := []struct {
+		name    string
+		kind    ptrace.SpanKind
+		status  ptrace.StatusCode
+		attrs   map[string]any
+		cfg     func(*Config)
+		failed  bool
+		timeout bool
+	}{
+		{name: "HTTP 500 on a server span", kind: ptrace.SpanKindServer, attrs: map[string]any{"http.response.status_code": 500}, failed: true},
+		{name: "HTTP 503 sent as a string", kind: ptrace.SpanKindServer, attrs: map[string]any{"http.response.status_code": "503"}, failed: true},
+		{name: "HTTP 404 is the caller's fault", kind: ptrace.SpanKindServer, attrs: map[string]any{"http.response.status_code": 404}},
+		{name: "HTTP 404 on a client span with status error", kind: ptrace.SpanKindClient, status: ptrace.StatusCodeError, attrs: map[string]any{"http.response.status_code": 404}},
+		{name: "HTTP 404 when 4xx are errors", kind: ptrace.SpanKindServer, attrs: map[string]any{"http.response.status_code": 404},
+			cfg: func(c *Config) { c.Classification.HTTPClientErrors = true }, failed: true},
+		{name: "the old http.status_code", kind: ptrace.SpanKindServer, attrs: map[string]any{"http.status_code": 502}, failed: true},
+		{name: "HTTP 504 is a timeout", kind: ptrace.SpanKindServer, attrs: map[string]any{"http.response.status_code": 504}, failed: true, timeout: true},
+		{name: "gRPC UNAVAILABLE as rpc.grpc.status_code", kind: ptrace.SpanKindServer, attrs: map[string]any{"rpc.grpc.status_code": 14}, failed: true},
+		{name: "gRPC INTERNAL as rpc.response.status_code name", kind: ptrace.SpanKindServer, attrs: map[string]any{"rpc.response.status_code": "INTERNAL"}, failed: true},
+		{name: "gRPC DATA_LOSS as rpc.status_code", kind: ptrace.SpanKindServer, attrs: map[string]any{"rpc.status_code": 15}, failed: true},
+		{name: "gRPC NOT_FOUND wins over status error", kind: ptrace.SpanKindServer, status: ptrace.StatusCodeError, attrs: map[string]any{"rpc.grpc.status_code": 5}},
+		{name: "gRPC DEADLINE_EXCEEDED is a timeout", kind: ptrace.SpanKindClient, attrs: map[string]any{"rpc.grpc.status_code": 4}, failed: true, timeout: true},
+		{name: "gRPC RESOURCE_EXHAUSTED when configured", kind: ptrace.SpanKindServer, attrs: map[string]any{"rpc.grpc.status_code": 8},
+			cfg: func(c *Config) { c.Classification.GRPCErrorCodes = []string{"RESOURCE_EXHAUSTED"} }, failed: true},
+		{name: "an unknown gRPC code falls back to the status", kind: ptrace.SpanKindServer, status: ptrace.StatusCodeError, attrs: map[string]any{"rpc.grpc.status_code": 99}, failed: true},
+		{name: "status error alone", kind: ptrace.SpanKindClient, status: ptrace.StatusCodeError, failed: true},
+		{name: "status ok", kind: ptrace.SpanKindServer, status: ptrace.StatusCodeOk},
+		{name: "error.type timeout", kind: ptrace.SpanKindServer, status: ptrace.StatusCodeError, attrs: map[string]any{"error.type": "TimeoutError"}, failed: true, timeout: true},
+		{name: "error.type configured as a timeout", kind: ptrace.SpanKindServer, status: ptrace.StatusCodeError, attrs: map[string]any{"error.type": "ETIMEDOUT"},
+			cfg: func(c *Config) { c.Classification.TimeoutErrorTypes = []string{"etimedout"} }, failed: true, timeout: true},
+		{name: "error.type on a success is no timeout", kind: ptrace.SpanKindServer, attrs: map[string]any{"error.type": "timeout", "http.response.status_code": 200}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			if tt.cfg != nil {
+				tt.cfg(&cfg)
+			}
+			require.NoError(t, cfg.Validate())
+			td, s := oneSpan("svc")
+			s.SetKind(tt.kind)
+			s.Status().SetCode(tt.status)
+			require.NoError(t, s.Attributes().FromRaw(tt.attrs))
+			recs := NewExtractor(cfg, NewSymbols(0)).Append(nil, td)
+			require.Len(t, recs, 1)
+			assert.Equal(t, tt.failed, recs[0].Failed(), "failed")
+			assert.Equal(t, tt.timeout, recs[0].TimedOut(), "timeout")
+		})
+	}
+}
+
+func TestExtractNamesAndOwnership(t *testing.T) {
+	tests := []struct {
+		name     string
+		kind     ptrace.SpanKind
+		attrs    map[string]any
+		cfg      func(*Config)
+		peer     string
+		peerOp   string
+		attempt  int16
+		claim    ownership.Claim
+		claimRx  ownership.Claim
+		decision ownership.RetryDecision
+	}{
+		{name: "HTTP client with a template", kind: ptrace.SpanKindClient,
+			attrs: map[string]any{"service.peer.name": "users", "peer.service": "old", "http.request.method": "GET", "url.template": "/users/{id}"},
+			peer:  "users", peerOp: "GET /users/{id}", attempt: AttemptUnknown},
+		{name: "older peer.service and http.route", kind: ptrace.SpanKindClient,
+			attrs: map[string]any{"peer.service": "users", "http.route": "/users"},
+			peer:  "users", peerOp: "/users", attempt: AttemptUnknown},
+		{name: "server.address as the last resort", kind: ptrace.SpanKindClient,
+			attrs: map[string]any{"server.address": "db.internal"}, peer: "db.internal", peerOp: "op", attempt: AttemptUnknown},
+		{name: "gRPC client", kind: ptrace.SpanKindClient,
+			attrs: map[string]any{"rpc.service": "shop.Cart", "rpc.method": "Add", "service.peer.name": "cart"},
+			peer:  "cart", peerOp: "shop.Cart/Add", attempt: AttemptUnknown},
+		{name: "resend count is the attempt", kind: ptrace.SpanKindClient,
+			attrs: map[string]any{"http.request.resend_count": 2, "retry.attempt": 7}, peerOp: "op", attempt: 2},
+		{name: "retry.attempt from the hooks", kind: ptrace.SpanKindClient,
+			attrs:  map[string]any{ownership.AttrRetryAttempt: 1, ownership.AttrClaimReceived: "claimed", ownership.AttrRetryDecision: "suppressed_budget"},
+			peerOp: "op", attempt: 1, claimRx: ownership.ClaimClaimed, decision: ownership.DecisionSuppressedBudget},
+		{name: "an overridden attempt attribute", kind: ptrace.SpanKindClient,
+			attrs: map[string]any{"x.try": 3, "retry.attempt": 1},
+			cfg:   func(c *Config) { c.Attributes.RetryAttempt = []string{"x.try"} }, peerOp: "op", attempt: 3},
+		{name: "an overridden peer attribute", kind: ptrace.SpanKindClient,
+			attrs: map[string]any{"app.peer": "billing", "service.peer.name": "ignored"},
+			cfg:   func(c *Config) { c.Attributes.PeerService = []string{"app.peer"} }, peer: "billing", peerOp: "op", attempt: AttemptUnknown},
+		{name: "server span claims", kind: ptrace.SpanKindServer,
+			attrs: map[string]any{ownership.AttrClaim: "Unclaimed"}, claim: ownership.ClaimUnclaimed, attempt: AttemptUnknown},
+		{name: "a malformed claim is missing", kind: ptrace.SpanKindServer,
+			attrs: map[string]any{ownership.AttrClaim: "claimed!"}, claim: ownership.ClaimMissing, attempt: AttemptUnknown},
+		{name: "server spans have no peer", kind: ptrace.SpanKindServer,
+			attrs: map[string]any{"service.peer.name": "x"}, attempt: AttemptUnknown},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			if tt.cfg != nil {
+				tt.cfg(&cfg)
+			}
+			syms := NewSymbols(0)
+			td, s := oneSpan("svc")
+			s.SetKind(tt.kind)
+			require.NoError(t, s.Attributes().FromRaw(tt.attrs))
+			r := NewExtractor(cfg, syms).Append(nil, td)[0]
+			assert.Equal(t, tt.peer, syms.Name(r.PeerService), "peer")
+			assert.Equal(t, tt.peerOp, syms.Name(r.PeerOperation), "peer operation")
+			assert.Equal(t, tt.attempt, r.Attempt, "attempt")
+			assert.Equal(t, tt.claim, r.Claim, "claim")
+			assert.Equal(t, tt.claimRx, r.ClaimReceived, "claim received")
+			assert.Equal(t, tt.decision, r.Decision, "decision")
+			assert.Equal(t, "svc", syms.Name(r.Service))
+			assert.Equal(t, "op", syms.Name(r.Operation))
+		})
+	}
+}
+
+func TestExtractSkipsMalformed(t *testing.T) {
+	td, s := oneSpan("")
+	s.SetSpanID(pcommon.SpanID{})
+	ok := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().AppendEmpty()
+	ok.SetTraceID(pcommon.TraceID{1})
+	ok.SetSpanID(pcommon.SpanID{2})
+	ok.SetStartTimestamp(10)
+	ok.SetEndTimestamp(5) // ends before it starts
+	syms := NewSymbols(0)
+	ex := NewExtractor(DefaultConfig(), syms)
+	recs := ex.Append(nil, td)
+	require.Len(t, recs, 1)
+	assert.EqualValues(t, 1, ex.Malformed)
+	assert.Equal(t, UnknownService, syms.Name(recs[0].Service))
+	assert.Equal(t, recs[0].Start, recs[0].End)
+}
+
+func TestSymbolsOverflow(t *testing.T) {
+	s := NewSymbols(2)
+	a, b := s.Intern("a"), s.Intern("b")
+	assert.NotEqual(t, a, b)
+	assert.Equal(t, OverflowName, s.Name(s.Intern("c")))
+	assert.Equal(t, a, s.Intern("a"))
+	assert.EqualValues(t, 1, s.Overflowed())
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		want   string
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"bad gRPC code", func(c *Config) { c.Classification.GRPCErrorCodes = []string{"UNAVAILABEL"} }, `"UNAVAILABEL" is not a gRPC status code name`},
+		{"zero samples", func(c *Config) { c.EdgeModel.MinSamples = 0 }, "edge_model.min_samples"},
+		{"confidence", func(c *Config) { c.EdgeModel.Confidence = 1 }, "edge_model.confidence"},
+		{"thresholds crossed", func(c *Config) { c.EdgeModel.FailOpenThreshold = 0.9 }, "must be below fail_close_threshold"},
+		{"negative half-life", func(c *Config) { c.EdgeModel.HalfLife = -1 }, "edge_model.half_life"},
+		{"empty attribute", func(c *Config) { c.Attributes.PeerService = []string{" "} }, "attributes.peer_service: empty attribute name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			tt.mutate(&cfg)
+			err := cfg.Validate()
+			if tt.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorContains(t, err, tt.want)
+		})
+	}
+}
+
+// oneSpan returns traces holding one span of service svc named "op".
+func oneSpan(svc string) (ptrace.Traces, ptrace.Span) {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	if svc != "" {
+		rs.Resource().Attributes().PutStr("service.name", svc)
+	}
+	s := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	s.SetTraceID(pcommon.TraceID{1})
+	s.SetSpanID(pcommon.SpanID{1})
+	s.SetName("op")
+	return td, s
+}

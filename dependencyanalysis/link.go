@@ -1,0 +1,477 @@
+package dependencyanalysis
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/errorownership/errorownership/ownership"
+)
+
+// inFlightSlack is how close to a request's end an outbound attempt may end
+// and still count as in flight when the request gave up: instrumentation
+// ends the cancelled client span a moment after the server span.
+const inFlightSlack = pcommon.Timestamp(time.Millisecond)
+
+// Request is one inbound span (SERVER or CONSUMER) and the logical calls it made.
+type Request struct {
+	// Span is the inbound span's index in Trace.Spans.
+	Span int32
+	// Parent is the index in Trace.Requests of the request that made this
+	// one, or -1.
+	Parent int32
+	// CalledBy is the index in Trace.Spans of the outbound attempt that
+	// made this request, or -1 when it is a root or its caller is not in view.
+	CalledBy int32
+	// Depth is 0 for the trace's root request, 1 for its callees, and so on;
+	// -1 when the chain up to the root is not in view.
+	Depth int16
+	// Retry reports whether CalledBy was a retry.
+	Retry bool
+	// Calls is the range of Trace.Calls this request made.
+	CallsStart, CallsEnd int32
+}
+
+// Call is one logical call: the attempts a request made to one destination,
+// the first and its retries.
+type Call struct {
+	// Request is the index in Trace.Requests of the caller.
+	Request int32
+	// PeerService and PeerOperation name the callee.
+	PeerService, PeerOperation Symbol
+	// AttemptsStart and AttemptsEnd give the range of Trace.Attempts.
+	AttemptsStart, AttemptsEnd int32
+	// Failed: the last attempt failed.
+	Failed bool
+	// InFlight: an attempt was still running when the request ended.
+	InFlight bool
+	// Claim is the claim received with the last attempt.
+	Claim ownership.Claim
+	// Decision is the last retry decision recorded in the call.
+	Decision ownership.RetryDecision
+
+	// callerOp is the operation as the caller's attempts name it; attempts
+	// are matched on it because only some of them may reach the callee.
+	callerOp Symbol
+}
+
+// Attempts reports how many attempts the call made.
+func (c *Call) Attempts() int { return int(c.AttemptsEnd - c.AttemptsStart) }
+
+// LinkStats counts what could not be linked. All counts are of spans.
+type LinkStats struct {
+	// Spans is how many spans the trace had.
+	Spans uint64 `json:"spans"`
+	// Duplicates repeat an earlier span's ID; they are ignored.
+	Duplicates uint64 `json:"duplicate_span_ids"`
+	// SelfParents name themselves as parent; they are treated as roots.
+	SelfParents uint64 `json:"self_parents"`
+	// Cycles are spans whose ancestry loops; the loop is cut there.
+	Cycles uint64 `json:"cycles"`
+	// Orphans have a parent ID that is not in the trace (not yet arrived,
+	// sampled out, or from a service that exports elsewhere).
+	Orphans uint64 `json:"orphans"`
+	// RootOutbound are CLIENT or PRODUCER spans with no inbound span above
+	// them: a client at the edge, or trace context lost inside a service
+	// (broken context), where the service claims errors it did not cause.
+	RootOutbound uint64 `json:"root_outbound"`
+}
+
+// Add adds o's counts to s.
+func (s *LinkStats) Add(o LinkStats) {
+	s.Spans += o.Spans
+	s.Duplicates += o.Duplicates
+	s.SelfParents += o.SelfParents
+	s.Cycles += o.Cycles
+	s.Orphans += o.Orphans
+	s.RootOutbound += o.RootOutbound
+}
+
+// Trace is one trace's spans linked into requests and logical calls. It is
+// owned by the Analyzer that made it and valid until its next Link.
+type Trace struct {
+	Spans    []Span
+	Requests []Request
+	Calls    []Call
+	// Attempts holds span indexes, grouped by call, in start order.
+	Attempts []int32
+	// Callee maps an outbound attempt's span index to the index in
+	// Requests of the request it made, or -1.
+	Callee []int32
+	Link   LinkStats
+}
+
+// CallAttempts returns the span indexes of c's attempts.
+func (t *Trace) CallAttempts(c *Call) []int32 { return t.Attempts[c.AttemptsStart:c.AttemptsEnd] }
+
+// RequestCalls returns the logical calls r made.
+func (t *Trace) RequestCalls(r *Request) []Call { return t.Calls[r.CallsStart:r.CallsEnd] }
+
+// RequestSpan returns r's inbound span.
+func (t *Trace) RequestSpan(r *Request) *Span { return &t.Spans[r.Span] }
+
+// Analyzer links traces and judges them, reusing its buffers between
+// traces. It is not safe for concurrent use: give each goroutine its own.
+type Analyzer struct {
+	tr Trace
+
+	index    map[pcommon.SpanID]int32
+	parent   []int32
+	encl     []int32 // nearest inbound strict ancestor, -1 none
+	state    []uint8
+	stack    []int32
+	wrapper  []bool
+	reqOf    []int32
+	pending  []attemptRef
+	verdicts []Verdict
+	failed   []int32
+	radius   []int16
+}
+
+type attemptRef struct {
+	req  int32
+	span int32
+}
+
+// NewAnalyzer returns an Analyzer.
+func NewAnalyzer() *Analyzer {
+	return &Analyzer{index: make(map[pcommon.SpanID]int32, 64)}
+}
+
+// Link builds the requests and logical calls of one trace's spans. Spans
+// are linked by their IDs and kinds, not by resource: an outbound span
+// belongs to its nearest inbound ancestor whatever its service.name, and a
+// service's spans may come from several resources. Link never fails; what
+// it cannot link it counts in Trace.Link.
+func (a *Analyzer) Link(spans []Span) *Trace {
+	n := len(spans)
+	t := &a.tr
+	*t = Trace{
+		Spans:    spans,
+		Requests: t.Requests[:0],
+		Calls:    t.Calls[:0],
+		Attempts: t.Attempts[:0],
+		Callee:   resize(t.Callee, n, -1),
+	}
+	t.Link.Spans = uint64(n)
+	a.parent = resize(a.parent, n, -1)
+	a.encl = resize(a.encl, n, -1)
+	a.reqOf = resize(a.reqOf, n, -1)
+	a.state = resize(a.state, n, 0)
+	a.wrapper = resize(a.wrapper, n, false)
+	clear(a.index)
+
+	const duplicate = 3 // state of a span ignored for its repeated ID
+	for i := range spans {
+		if _, seen := a.index[spans[i].SpanID]; seen {
+			t.Link.Duplicates++
+			a.state[i] = duplicate
+			continue
+		}
+		a.index[spans[i].SpanID] = int32(i)
+	}
+	for i := range spans {
+		s := &spans[i]
+		if a.state[i] == duplicate || s.ParentID.IsEmpty() {
+			continue
+		}
+		if s.ParentID == s.SpanID {
+			t.Link.SelfParents++
+			continue
+		}
+		if p, ok := a.index[s.ParentID]; ok {
+			a.parent[i] = p
+		} else {
+			t.Link.Orphans++
+		}
+	}
+	a.enclosingRequests()
+
+	// Requests, in span order.
+	for i := range spans {
+		if a.state[i] != duplicate && spans[i].Kind.Inbound() {
+			a.reqOf[i] = int32(len(t.Requests))
+			t.Requests = append(t.Requests, Request{Span: int32(i), Parent: -1, CalledBy: -1, Depth: -1})
+		}
+	}
+	for ri := range t.Requests {
+		r := &t.Requests[ri]
+		if e := a.encl[r.Span]; e >= 0 {
+			r.Parent = a.reqOf[e]
+		}
+		if p := a.parent[r.Span]; p >= 0 && spans[p].Kind.Outbound() {
+			r.CalledBy = p
+			if t.Callee[p] < 0 {
+				t.Callee[p] = int32(ri)
+			}
+		}
+	}
+	a.depths()
+
+	// Outbound attempts: an outbound span whose outbound children belong to
+	// the same request is a wrapper around them, not an attempt.
+	for i := range spans {
+		if p := a.parent[i]; p >= 0 && spans[i].Kind.Outbound() && spans[p].Kind.Outbound() && a.encl[i] == a.encl[p] {
+			a.wrapper[p] = true
+		}
+	}
+	a.pending = a.pending[:0]
+	for i := range spans {
+		if a.state[i] == duplicate || a.wrapper[i] || !spans[i].Kind.Outbound() {
+			continue
+		}
+		e := a.encl[i]
+		if e < 0 {
+			if a.parent[i] < 0 {
+				t.Link.RootOutbound++
+			}
+			continue
+		}
+		a.pending = append(a.pending, attemptRef{req: a.reqOf[e], span: int32(i)})
+	}
+	slices.SortFunc(a.pending, func(x, y attemptRef) int {
+		if c := cmp.Compare(x.req, y.req); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(spans[x.span].Start, spans[y.span].Start); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.span, y.span)
+	})
+	a.groupCalls()
+	return t
+}
+
+// enclosingRequests sets encl for every span, walking parents with memo.
+// A loop in the ancestry is cut at the span where the walk finds it.
+func (a *Analyzer) enclosingRequests() {
+	const (
+		unvisited = 0
+		visiting  = 1
+		done      = 2
+	)
+	spans := a.tr.Spans
+	for i := range spans {
+		if a.state[i] != unvisited {
+			continue
+		}
+		a.stack = a.stack[:0]
+		j := int32(i)
+		for {
+			a.stack = append(a.stack, j)
+			a.state[j] = visiting
+			p := a.parent[j]
+			if p < 0 {
+				a.encl[j] = -1
+				break
+			}
+			if spans[p].Kind.Inbound() {
+				a.encl[j] = p
+				break
+			}
+			if a.state[p] == done {
+				a.encl[j] = a.encl[p]
+				break
+			}
+			if a.state[p] == visiting {
+				a.tr.Link.Cycles++
+				a.parent[j] = -1
+				a.encl[j] = -1
+				break
+			}
+			j = p
+		}
+		// Unwind: each span on the stack takes its parent's answer.
+		for k := len(a.stack) - 1; k >= 0; k-- {
+			s := a.stack[k]
+			a.state[s] = done
+			if k < len(a.stack)-1 {
+				a.encl[s] = a.encl[a.stack[k+1]]
+			}
+		}
+	}
+	// state is reused below only to mark duplicates, which never reach here.
+}
+
+// depths sets Request.Depth from the root request down.
+func (a *Analyzer) depths() {
+	const visiting = -3
+	t := &a.tr
+	for ri := range t.Requests {
+		if t.Requests[ri].Depth >= 0 {
+			continue
+		}
+		a.stack = a.stack[:0]
+		j := int32(ri)
+		depth := int16(-1)
+		for {
+			r := &t.Requests[j]
+			if r.Depth >= 0 || r.Depth == -2 {
+				depth = r.Depth
+				break
+			}
+			if r.Depth == visiting {
+				// Requests that call each other in a loop: the trace's
+				// IDs are corrupt, so no depth is known.
+				t.Link.Cycles++
+				depth = -2
+				break
+			}
+			r.Depth = visiting
+			a.stack = append(a.stack, j)
+			if r.Parent < 0 {
+				depth = -2 // the chain to the root is not in view
+				if a.reachesRoot(r.Span) {
+					depth = -1 // the root: its own depth is 0 below
+				}
+				break
+			}
+			j = r.Parent
+		}
+		for k := len(a.stack) - 1; k >= 0; k-- {
+			r := &t.Requests[a.stack[k]]
+			if depth == -2 {
+				r.Depth = -2
+				continue
+			}
+			depth++
+			r.Depth = depth
+		}
+	}
+	for ri := range t.Requests {
+		if t.Requests[ri].Depth == -2 {
+			t.Requests[ri].Depth = -1
+		}
+	}
+}
+
+// reachesRoot reports whether span i's ancestry ends at a span that has no
+// parent, rather than at one whose parent is missing or cut from a loop. A
+// root request may sit below a client span (a load generator, a browser).
+func (a *Analyzer) reachesRoot(i int32) bool {
+	spans := a.tr.Spans
+	for steps := 0; steps <= len(spans); steps++ {
+		p := a.parent[i]
+		if p < 0 {
+			s := &spans[i]
+			return s.ParentID.IsEmpty() || s.ParentID == s.SpanID
+		}
+		i = p
+	}
+	return false
+}
+
+// groupCalls turns the sorted attempts into logical calls. An attempt is a
+// retry when it says so (attempt number ≥ 1), or, when nothing says, when it
+// goes to the same destination after an earlier attempt there failed.
+func (a *Analyzer) groupCalls() {
+	t := &a.tr
+	spans := t.Spans
+	attempts := t.Attempts[:0]
+	for lo := 0; lo < len(a.pending); {
+		req := a.pending[lo].req
+		hi := lo
+		for hi < len(a.pending) && a.pending[hi].req == req {
+			hi++
+		}
+		r := &t.Requests[req]
+		reqSpan := &spans[r.Span]
+		first := int32(len(t.Calls))
+		r.CallsStart = first
+		// Attempt span indexes are gathered per call in a second pass, so
+		// first record each attempt's call in callOf (reusing a.stack).
+		a.stack = a.stack[:0]
+		for _, ref := range a.pending[lo:hi] {
+			s := &spans[ref.span]
+			peerSvc, peerOp := a.peer(ref.span, reqSpan)
+			call := int32(-1)
+			for c := int32(len(t.Calls)) - 1; c >= first; c-- {
+				cl := &t.Calls[c]
+				if cl.PeerService != peerSvc {
+					continue
+				}
+				if s.Attempt >= 1 || (s.Attempt == AttemptUnknown && cl.callerOp == s.PeerOperation &&
+					cl.Failed && spans[cl.AttemptsEnd].End <= s.Start) {
+					call = c
+				}
+				break
+			}
+			if call < 0 {
+				call = int32(len(t.Calls))
+				t.Calls = append(t.Calls, Call{Request: req, PeerService: peerSvc, PeerOperation: peerOp, callerOp: s.PeerOperation})
+			}
+			cl := &t.Calls[call]
+			if t.Callee[ref.span] >= 0 {
+				cl.PeerOperation = peerOp // the callee's own name wins
+			}
+			// While grouping, AttemptsEnd holds the last attempt's span index.
+			cl.AttemptsEnd = ref.span
+			cl.AttemptsStart++ // attempt count for now
+			cl.Failed = s.Failed()
+			cl.Claim = s.ClaimReceived
+			if s.Decision != ownership.DecisionNone {
+				cl.Decision = s.Decision
+			}
+			if s.Start < reqSpan.End && s.End+inFlightSlack >= reqSpan.End {
+				cl.InFlight = true
+			}
+			if t.Callee[ref.span] >= 0 && (s.Attempt >= 1 || cl.AttemptsStart > 1) {
+				t.Requests[t.Callee[ref.span]].Retry = true
+			}
+			a.stack = append(a.stack, call)
+		}
+		r.CallsEnd = int32(len(t.Calls))
+		// Lay out the attempts call by call.
+		offset := int32(len(attempts))
+		for c := first; c < r.CallsEnd; c++ {
+			cl := &t.Calls[c]
+			count := cl.AttemptsStart
+			cl.AttemptsStart = offset
+			cl.AttemptsEnd = offset // filled below
+			offset += count
+		}
+		attempts = slices.Grow(attempts, hi-lo)[:offset]
+		for k, ref := range a.pending[lo:hi] {
+			cl := &t.Calls[a.stack[k]]
+			attempts[cl.AttemptsEnd] = ref.span
+			cl.AttemptsEnd++
+		}
+		lo = hi
+	}
+	t.Attempts = attempts
+}
+
+// peer names the destination of outbound span i made by the request whose
+// span is req: the span's peer attributes first, then the callee's own span,
+// then the span's service.name when it differs from the caller's (an
+// in-process database client reporting as the database).
+func (a *Analyzer) peer(i int32, req *Span) (Symbol, Symbol) {
+	t := &a.tr
+	s := &t.Spans[i]
+	svc, op := s.PeerService, s.PeerOperation
+	if c := t.Callee[i]; c >= 0 {
+		callee := &t.Spans[t.Requests[c].Span]
+		if svc == NoSymbol {
+			svc = callee.Service
+		}
+		op = callee.Operation
+	}
+	if svc == NoSymbol && s.Service != req.Service {
+		svc = s.Service
+	}
+	return svc, op
+}
+
+// resize returns s with length n, every element set to v.
+func resize[T any](s []T, n int, v T) []T {
+	if cap(s) < n {
+		s = make([]T, n)
+	}
+	s = s[:n]
+	for i := range s {
+		s[i] = v
+	}
+	return s
+}

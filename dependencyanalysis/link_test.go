@@ -1,0 +1,215 @@
+package dependencyanalysis
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestLinkCountsWhatCannotBeLinked(t *testing.T) {
+	tests := []struct {
+		name  string
+		spans []Span
+		want  LinkStats
+		reqs  int
+	}{
+		{
+			name:  "empty trace",
+			spans: nil,
+		},
+		{
+			name: "a clean chain",
+			spans: records(1,
+				sp{id: 1, kind: KindServer, svc: "a", op: "GET /a"},
+				sp{id: 2, parent: 1, kind: KindClient, svc: "a", op: "GET", peer: "b"},
+				sp{id: 3, parent: 2, kind: KindServer, svc: "b", op: "GET /b"},
+			),
+			want: LinkStats{Spans: 3},
+			reqs: 2,
+		},
+		{
+			name: "absent parent",
+			spans: records(1,
+				sp{id: 3, parent: 9, kind: KindServer, svc: "b", op: "GET /b"},
+			),
+			want: LinkStats{Spans: 1, Orphans: 1},
+			reqs: 1,
+		},
+		{
+			name: "self parent",
+			spans: records(1,
+				sp{id: 3, parent: 3, kind: KindServer, svc: "b", op: "GET /b"},
+			),
+			want: LinkStats{Spans: 1, SelfParents: 1},
+			reqs: 1,
+		},
+		{
+			name: "duplicate span IDs keep the first",
+			spans: records(1,
+				sp{id: 1, kind: KindServer, svc: "a", op: "GET /a"},
+				sp{id: 1, kind: KindServer, svc: "a", op: "GET /a"},
+			),
+			want: LinkStats{Spans: 2, Duplicates: 1},
+			reqs: 1,
+		},
+		{
+			name: "a loop of internal spans is cut once",
+			spans: records(1,
+				sp{id: 1, parent: 3, kind: KindInternal, svc: "a", op: "x"},
+				sp{id: 2, parent: 1, kind: KindInternal, svc: "a", op: "y"},
+				sp{id: 3, parent: 2, kind: KindInternal, svc: "a", op: "z"},
+			),
+			want: LinkStats{Spans: 3, Cycles: 1},
+		},
+		{
+			name: "a loop through a server span is counted too",
+			spans: records(1,
+				sp{id: 1, parent: 2, kind: KindServer, svc: "a", op: "GET /a"},
+				sp{id: 2, parent: 1, kind: KindClient, svc: "a", op: "GET", peer: "a"},
+			),
+			want: LinkStats{Spans: 2, Cycles: 1},
+			reqs: 1,
+		},
+		{
+			name: "outbound span without a request: broken context or an edge client",
+			spans: records(1,
+				sp{id: 1, kind: KindClient, svc: "c", op: "GET", peer: "d"},
+				sp{id: 2, parent: 1, kind: KindServer, svc: "d", op: "GET /d"},
+			),
+			want: LinkStats{Spans: 2, RootOutbound: 1},
+			reqs: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := NewAnalyzer().Link(tt.spans)
+			assert.Equal(t, tt.want, tr.Link)
+			assert.Len(t, tr.Requests, tt.reqs)
+		})
+	}
+}
+
+func TestLinkFollowsIDsNotResources(t *testing.T) {
+	// Service a's inbound span, an INTERNAL span, a database client span
+	// that reports the database's service.name, and a client span to b
+	// exported in another batch after b's own span.
+	spans := records(1,
+		sp{id: 3, parent: 4, kind: KindServer, svc: "b", op: "GET /b", start: 2, end: 8},
+		sp{id: 1, kind: KindServer, svc: "a", op: "GET /a", start: 0, end: 10},
+		sp{id: 2, parent: 1, kind: KindInternal, svc: "a", op: "handle", start: 1, end: 9},
+		sp{id: 5, parent: 2, kind: KindClient, svc: "postgres", op: "SELECT", start: 1, end: 2},
+		sp{id: 4, parent: 2, kind: KindClient, svc: "a", op: "GET", start: 2, end: 8},
+	)
+	a := NewAnalyzer()
+	tr := a.Link(spans)
+	require.Len(t, tr.Requests, 2)
+	root := tr.Requests[1]
+	assert.Equal(t, "a", testSymbols.Name(tr.Spans[root.Span].Service))
+	assert.EqualValues(t, 0, root.Depth)
+	calls := tr.RequestCalls(&root)
+	require.Len(t, calls, 2)
+	assert.Equal(t, "postgres", testSymbols.Name(calls[0].PeerService), "an in-process client named after the callee")
+	assert.Equal(t, "b", testSymbols.Name(calls[1].PeerService), "the callee's own span names the peer")
+	assert.Equal(t, "GET /b", testSymbols.Name(calls[1].PeerOperation))
+	callee := tr.Requests[0]
+	assert.EqualValues(t, 1, callee.Depth)
+	assert.EqualValues(t, 1, callee.Parent)
+	assert.EqualValues(t, 4, callee.CalledBy)
+}
+
+func TestLogicalCalls(t *testing.T) {
+	server := sp{id: 1, kind: KindServer, svc: "a", op: "GET /a", start: 0, end: 100}
+	tests := []struct {
+		name     string
+		attempts []sp
+		// want lists the attempts of each logical call, by span ID.
+		want    [][]byte
+		failed  []bool
+		retried []byte // callee requests marked as retries, by span ID
+	}{
+		{
+			name: "retry inferred after a failure",
+			attempts: []sp{
+				{id: 2, parent: 1, kind: KindClient, svc: "a", op: "GET", peer: "b", start: 1, end: 2, failed: true},
+				{id: 3, parent: 1, kind: KindClient, svc: "a", op: "GET", peer: "b", start: 3, end: 4},
+			},
+			want:   [][]byte{{2, 3}},
+			failed: []bool{false},
+		},
+		{
+			name: "a second call after a success is a new call",
+			attempts: []sp{
+				{id: 2, parent: 1, kind: KindClient, svc: "a", op: "GET", peer: "b", start: 1, end: 2},
+				{id: 3, parent: 1, kind: KindClient, svc: "a", op: "GET", peer: "b", start: 3, end: 4, failed: true},
+			},
+			want:   [][]byte{{2}, {3}},
+			failed: []bool{false, true},
+		},
+		{
+			name: "overlapping calls are not retries",
+			attempts: []sp{
+				{id: 2, parent: 1, kind: KindClient, svc: "a", op: "GET", peer: "b", start: 1, end: 5, failed: true},
+				{id: 3, parent: 1, kind: KindClient, svc: "a", op: "GET", peer: "b", start: 2, end: 4, failed: true},
+			},
+			want:   [][]byte{{2}, {3}},
+			failed: []bool{true, true},
+		},
+		{
+			name: "attempt numbers decide when present",
+			attempts: []sp{
+				{id: 2, parent: 1, kind: KindClient, svc: "a", op: "GET", peer: "b", start: 1, end: 2, try: 1},
+				{id: 3, parent: 1, kind: KindClient, svc: "a", op: "GET", peer: "b", start: 3, end: 4, try: 1, failed: true},
+				{id: 4, parent: 1, kind: KindClient, svc: "a", op: "GET", peer: "b", start: 5, end: 6, try: 2, failed: true},
+			},
+			want:   [][]byte{{2}, {3, 4}},
+			failed: []bool{false, true},
+		},
+		{
+			name: "different destinations are different calls",
+			attempts: []sp{
+				{id: 2, parent: 1, kind: KindClient, svc: "a", op: "GET", peer: "b", start: 1, end: 2, failed: true},
+				{id: 3, parent: 1, kind: KindClient, svc: "a", op: "GET", peer: "c", start: 3, end: 4},
+			},
+			want:   [][]byte{{2}, {3}},
+			failed: []bool{true, false},
+		},
+		{
+			name: "a wrapper client span around its attempts is not an attempt",
+			attempts: []sp{
+				{id: 2, parent: 1, kind: KindClient, svc: "a", op: "GET", peer: "b", start: 1, end: 9},
+				{id: 3, parent: 2, kind: KindClient, svc: "a", op: "GET", peer: "b", start: 1, end: 2, failed: true},
+				{id: 4, parent: 2, kind: KindClient, svc: "a", op: "GET", peer: "b", start: 3, end: 4},
+				{id: 5, parent: 4, kind: KindServer, svc: "b", op: "GET /b", start: 3, end: 4},
+			},
+			want:    [][]byte{{3, 4}},
+			failed:  []bool{false},
+			retried: []byte{5},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := NewAnalyzer().Link(records(1, append([]sp{server}, tt.attempts...)...))
+			var got [][]byte
+			var failed []bool
+			for ci := range tr.Calls {
+				c := &tr.Calls[ci]
+				var ids []byte
+				for _, ai := range tr.CallAttempts(c) {
+					ids = append(ids, tr.Spans[ai].SpanID[7])
+				}
+				got = append(got, ids)
+				failed = append(failed, c.Failed)
+			}
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, tt.failed, failed)
+			var retried []byte
+			for _, r := range tr.Requests {
+				if r.Retry {
+					retried = append(retried, tr.Spans[r.Span].SpanID[7])
+				}
+			}
+			assert.Equal(t, tt.retried, retried)
+		})
+	}
+}

@@ -1,0 +1,250 @@
+package dependencyanalysis
+
+import (
+	"math"
+	"sync"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+// Mode is what the edge model knows about an edge.
+type Mode uint8
+
+// The modes.
+const (
+	// ModeUnknown: too few samples, or behaviour between the thresholds.
+	// The verdict rules treat an unknown edge as fail-close.
+	ModeUnknown Mode = iota
+	// ModeFailClose: when the call fails, the request fails.
+	ModeFailClose
+	// ModeFailOpen: the service tolerates the call failing.
+	ModeFailOpen
+)
+
+var modeNames = [...]string{"unknown", "fail_close", "fail_open"}
+
+// String returns "unknown", "fail_close" or "fail_open".
+func (m Mode) String() string {
+	if int(m) < len(modeNames) {
+		return modeNames[m]
+	}
+	return "unknown"
+}
+
+// ParseMode reads a Mode's String form; anything else is ModeUnknown.
+func ParseMode(s string) Mode {
+	for m, name := range modeNames {
+		if name == s {
+			return Mode(m)
+		}
+	}
+	return ModeUnknown
+}
+
+// EdgeKey names an edge: (service, inbound operation) → (peer service, peer operation).
+type EdgeKey struct {
+	Service, Operation, PeerService, PeerOperation Symbol
+}
+
+// EdgeCounts are an edge's observations, weighted by age when the model decays.
+type EdgeCounts struct {
+	// CallFailed counts requests in which the logical call failed, and
+	// CallFailedRequestFailed those of them in which the request failed too.
+	CallFailed, CallFailedRequestFailed float64
+	// CallOK counts requests in which the call succeeded, and
+	// CallOKRequestFailed those of them in which the request failed anyway.
+	CallOK, CallOKRequestFailed float64
+}
+
+func (c *EdgeCounts) scale(f float64) {
+	c.CallFailed *= f
+	c.CallFailedRequestFailed *= f
+	c.CallOK *= f
+	c.CallOKRequestFailed *= f
+}
+
+// Estimate is the model's judgement of one edge.
+type Estimate struct {
+	Mode   Mode
+	Counts EdgeCounts
+	// Lower and Upper bound P(request fails | call failed) at the configured
+	// confidence (Wilson score interval); 0 and 1 without samples.
+	Lower, Upper float64
+}
+
+// Modes tells the verdict rules an edge's mode. EdgeModel implements it; so
+// can a model merged from several collectors.
+type Modes interface {
+	Mode(EdgeKey) Mode
+}
+
+// EdgeModel learns per edge whether a call's failure fails the request. It
+// is safe for concurrent use. Time is the traces' own: observations fade
+// with the age of their spans relative to the newest span seen, so the
+// model behaves the same live and over a file.
+type EdgeModel struct {
+	cfg     ModelConfig
+	z       float64
+	mu      sync.RWMutex
+	edges   map[EdgeKey]*edgeState
+	newest  pcommon.Timestamp
+	maxSize int
+}
+
+type edgeState struct {
+	counts EdgeCounts
+	at     pcommon.Timestamp
+}
+
+// NewEdgeModel returns an empty model; cfg must be valid (Config.Validate).
+// It tracks at most maxEdges edges (<= 0: 100,000); observations of new
+// edges past that are ignored.
+func NewEdgeModel(cfg ModelConfig, maxEdges int) *EdgeModel {
+	if maxEdges <= 0 {
+		maxEdges = 100_000
+	}
+	return &EdgeModel{
+		cfg:     cfg,
+		z:       math.Sqrt2 * math.Erfinv(cfg.Confidence),
+		edges:   make(map[EdgeKey]*edgeState),
+		maxSize: maxEdges,
+	}
+}
+
+// decay is the weight after age has passed.
+func (m *EdgeModel) decay(age pcommon.Timestamp) float64 {
+	if m.cfg.HalfLife <= 0 || age == 0 {
+		return 1
+	}
+	return math.Exp2(-float64(age) / float64(m.cfg.HalfLife))
+}
+
+// Observe learns from every logical call of a linked trace.
+func (m *EdgeModel) Observe(t *Trace) {
+	if len(t.Calls) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for ri := range t.Requests {
+		r := &t.Requests[ri]
+		req := &t.Spans[r.Span]
+		for ci := r.CallsStart; ci < r.CallsEnd; ci++ {
+			c := &t.Calls[ci]
+			m.observe(EdgeKey{req.Service, req.Operation, c.PeerService, c.PeerOperation}, c.Failed, req.Failed(), req.End)
+		}
+	}
+}
+
+func (m *EdgeModel) observe(k EdgeKey, callFailed, reqFailed bool, at pcommon.Timestamp) {
+	e, ok := m.edges[k]
+	if !ok {
+		if len(m.edges) >= m.maxSize {
+			return
+		}
+		e = &edgeState{at: at}
+		m.edges[k] = e
+	}
+	w := 1.0
+	if at >= e.at {
+		e.counts.scale(m.decay(at - e.at))
+		e.at = at
+	} else {
+		w = m.decay(e.at - at)
+	}
+	if at > m.newest {
+		m.newest = at
+	}
+	c := &e.counts
+	if callFailed {
+		c.CallFailed += w
+		if reqFailed {
+			c.CallFailedRequestFailed += w
+		}
+		return
+	}
+	c.CallOK += w
+	if reqFailed {
+		c.CallOKRequestFailed += w
+	}
+}
+
+// Mode returns the edge's mode.
+func (m *EdgeModel) Mode(k EdgeKey) Mode {
+	return m.Estimate(k).Mode
+}
+
+// Estimate returns the edge's counts, decayed to the newest span seen, and
+// its mode.
+func (m *EdgeModel) Estimate(k EdgeKey) Estimate {
+	m.mu.RLock()
+	e, ok := m.edges[k]
+	var c EdgeCounts
+	if ok {
+		c = e.counts
+		c.scale(m.decay(m.newest - e.at))
+	}
+	m.mu.RUnlock()
+	return m.Judge(c)
+}
+
+// Judge gives the estimate the model's rule assigns to counts, wherever they
+// were summed: this model's own, or several collectors' merged in the store.
+func (m *EdgeModel) Judge(c EdgeCounts) Estimate {
+	est := Estimate{Counts: c, Lower: 0, Upper: 1}
+	n := c.CallFailed
+	if n <= 0 {
+		return est
+	}
+	est.Lower, est.Upper = Wilson(c.CallFailedRequestFailed, n, m.z)
+	if n+1e-9 < float64(m.cfg.MinSamples) {
+		return est
+	}
+	switch {
+	case est.Lower >= m.cfg.FailCloseThreshold:
+		est.Mode = ModeFailClose
+	case est.Upper <= m.cfg.FailOpenThreshold:
+		est.Mode = ModeFailOpen
+	}
+	return est
+}
+
+// Edges calls fn for every edge with its estimate, in no particular order.
+func (m *EdgeModel) Edges(fn func(EdgeKey, Estimate)) {
+	m.mu.RLock()
+	type kc struct {
+		k EdgeKey
+		c EdgeCounts
+	}
+	all := make([]kc, 0, len(m.edges))
+	for k, e := range m.edges {
+		c := e.counts
+		c.scale(m.decay(m.newest - e.at))
+		all = append(all, kc{k, c})
+	}
+	m.mu.RUnlock()
+	for _, x := range all {
+		fn(x.k, m.Judge(x.c))
+	}
+}
+
+// Len reports how many edges the model tracks.
+func (m *EdgeModel) Len() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return len(m.edges)
+}
+
+// Wilson returns the Wilson score interval for k successes in n trials at
+// normal quantile z. It accepts fractional (decayed) counts.
+func Wilson(k, n, z float64) (lower, upper float64) {
+	if n <= 0 {
+		return 0, 1
+	}
+	p := min(max(k/n, 0), 1)
+	z2 := z * z
+	den := 1 + z2/n
+	center := (p + z2/(2*n)) / den
+	half := z / den * math.Sqrt(p*(1-p)/n+z2/(4*n*n))
+	return max(center-half, 0), min(center+half, 1)
+}

@@ -1,0 +1,87 @@
+package dependencyanalysis
+
+import (
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/errorownership/errorownership/ownership"
+)
+
+// Kind is a span's role in a request.
+type Kind uint8
+
+// The kinds, after OpenTelemetry's span kinds. Unspecified spans are Internal.
+const (
+	KindInternal Kind = iota
+	KindServer
+	KindClient
+	KindProducer
+	KindConsumer
+)
+
+var kindNames = [...]string{"internal", "server", "client", "producer", "consumer"}
+
+// String returns the lower-case kind name.
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "internal"
+}
+
+// Inbound reports whether spans of this kind receive a request: SERVER or CONSUMER.
+func (k Kind) Inbound() bool { return k == KindServer || k == KindConsumer }
+
+// Outbound reports whether spans of this kind make a call: CLIENT or PRODUCER.
+func (k Kind) Outbound() bool { return k == KindClient || k == KindProducer }
+
+// Span flags.
+const (
+	// FlagFailed: the span is an error per the Classification.
+	FlagFailed uint8 = 1 << iota
+	// FlagTimeout: the error is a timeout or an exceeded deadline.
+	FlagTimeout
+)
+
+// AttemptUnknown is Span.Attempt when no attribute tells the attempt number.
+const AttemptUnknown = -1
+
+// Span is the compact record the engine keeps of one span: 72 bytes, no
+// pointers into pdata. Names are Symbols of the extractor's table.
+type Span struct {
+	TraceID  pcommon.TraceID
+	SpanID   pcommon.SpanID
+	ParentID pcommon.SpanID
+	Start    pcommon.Timestamp
+	End      pcommon.Timestamp
+
+	// Service is the resource's service.name.
+	Service Symbol
+	// Operation is the span name (low-cardinality by convention, such as
+	// "GET /users/{id}" or "pkg.Service/Method").
+	Operation Symbol
+	// PeerService is the callee named by the span's attributes
+	// (service.peer.name, peer.service, …); outbound spans only.
+	PeerService Symbol
+	// PeerOperation is the callee's operation as the caller names it
+	// (method and url.template or http.route, rpc service and method, or the
+	// span name); outbound spans only.
+	PeerOperation Symbol
+
+	// Attempt is the attempt number of an outbound span, 0 first, from
+	// http.request.resend_count or retry.attempt; AttemptUnknown if absent.
+	Attempt int16
+	Kind    Kind
+	Flags   uint8
+	// Claim is error.claim on an inbound span: what the service sent.
+	Claim ownership.Claim
+	// ClaimReceived is error.claim.received on an outbound span.
+	ClaimReceived ownership.Claim
+	// Decision is retry.decision on an outbound span.
+	Decision ownership.RetryDecision
+}
+
+// Failed reports whether the span is an error.
+func (s *Span) Failed() bool { return s.Flags&FlagFailed != 0 }
+
+// TimedOut reports whether the span's error is a timeout.
+func (s *Span) TimedOut() bool { return s.Flags&FlagTimeout != 0 }

@@ -1,0 +1,283 @@
+package dependencyanalysis
+
+import "github.com/errorownership/errorownership/ownership"
+
+// OperationKey names a service's inbound operation.
+type OperationKey struct {
+	Service, Operation Symbol
+}
+
+// OperationStats are one inbound operation's figures.
+type OperationStats struct {
+	// Served counts inbound requests, retries included.
+	Served uint64
+	// RetriesReceived counts requests whose calling attempt was a retry.
+	RetriesReceived uint64
+	// Failed counts requests that ended in an error.
+	Failed uint64
+	// Verdicts counts failed requests by VerdictKind.
+	Verdicts [4]uint64
+	// Claims is the claim-accuracy confusion matrix: the claim the service
+	// sent (error.claim; ownership.Claim) by the verdict (VerdictKind).
+	Claims [3][4]uint64
+	// ClaimsCorrect counts failed requests whose sent claim is the one the
+	// rules expect.
+	ClaimsCorrect uint64
+	// ExpectedClaims counts failed requests by the claim the rules expect.
+	ExpectedClaims [3]uint64
+}
+
+// EdgeStats are one edge's traffic figures.
+type EdgeStats struct {
+	// Calls counts logical calls and FailedCalls those whose last attempt failed.
+	Calls, FailedCalls uint64
+	// Attempts counts outbound spans; Retries those after a call's first.
+	Attempts, Retries uint64
+	// Decisions counts attempts by their ownership.RetryDecision;
+	// Suppressed() ones are the retries the hooks held back.
+	Decisions [6]uint64
+}
+
+// Suppressed reports how many retries the hooks held back on the edge.
+func (e *EdgeStats) Suppressed() uint64 {
+	return e.Decisions[ownership.DecisionSuppressedUnclaimed] + e.Decisions[ownership.DecisionSuppressedBudget]
+}
+
+// DepthKey names the requests a service served at one depth below a root operation.
+type DepthKey struct {
+	RootService, RootOperation Symbol
+	Depth                      int16
+	Service                    Symbol
+}
+
+// RootStats are a user-facing (root) operation's figures.
+type RootStats struct {
+	// Requests counts root requests: divide DepthKey counts by it for the
+	// requests served per root request (the article's Ƞ, 2Ƞ, 4Ƞ …).
+	Requests uint64
+	// RadiusMax is the longest chain of consecutive hops that retried one
+	// failure, over all its traces; RadiusSum sums it per trace.
+	RadiusMax int
+	RadiusSum uint64
+}
+
+// Stats accumulates figures over judged traces. It is not safe for
+// concurrent use: keep one per goroutine and Merge them.
+type Stats struct {
+	Operations map[OperationKey]*OperationStats
+	Edges      map[EdgeKey]*EdgeStats
+	Depths     map[DepthKey]uint64
+	Roots      map[OperationKey]*RootStats
+	Link       LinkStats
+	// Traces counts traces added.
+	Traces uint64
+
+	radius []int16
+}
+
+// NewStats returns empty Stats.
+func NewStats() *Stats {
+	return &Stats{
+		Operations: make(map[OperationKey]*OperationStats),
+		Edges:      make(map[EdgeKey]*EdgeStats),
+		Depths:     make(map[DepthKey]uint64),
+		Roots:      make(map[OperationKey]*RootStats),
+	}
+}
+
+// Empty reports whether nothing was added since NewStats or Reset.
+func (s *Stats) Empty() bool { return s.Traces == 0 }
+
+// Reset empties s, keeping its maps' storage.
+func (s *Stats) Reset() {
+	clear(s.Operations)
+	clear(s.Edges)
+	clear(s.Depths)
+	clear(s.Roots)
+	s.Link = LinkStats{}
+	s.Traces = 0
+}
+
+// Add accumulates a judged trace.
+func (s *Stats) Add(t *Trace, verdicts []Verdict) {
+	s.Traces++
+	s.Link.Add(t.Link)
+	for ri := range t.Requests {
+		r := &t.Requests[ri]
+		req := &t.Spans[r.Span]
+		op := s.operation(OperationKey{req.Service, req.Operation})
+		op.Served++
+		if r.Retry {
+			op.RetriesReceived++
+		}
+		for ci := r.CallsStart; ci < r.CallsEnd; ci++ {
+			c := &t.Calls[ci]
+			e := s.edge(EdgeKey{req.Service, req.Operation, c.PeerService, c.PeerOperation})
+			e.Calls++
+			if c.Failed {
+				e.FailedCalls++
+			}
+			n := uint64(c.Attempts())
+			e.Attempts += n
+			e.Retries += n - 1
+			for _, ai := range t.CallAttempts(c) {
+				e.Decisions[t.Spans[ai].Decision]++
+			}
+		}
+	}
+	for i := range verdicts {
+		v := &verdicts[i]
+		req := t.RequestSpan(&t.Requests[v.Request])
+		op := s.operation(OperationKey{req.Service, req.Operation})
+		op.Failed++
+		op.Verdicts[v.Kind]++
+		op.Claims[v.Sent][v.Kind]++
+		op.ExpectedClaims[v.Expected]++
+		if v.Sent == v.Expected {
+			op.ClaimsCorrect++
+		}
+	}
+	s.addDepths(t)
+}
+
+func (s *Stats) operation(k OperationKey) *OperationStats {
+	op, ok := s.Operations[k]
+	if !ok {
+		op = new(OperationStats)
+		s.Operations[k] = op
+	}
+	return op
+}
+
+func (s *Stats) edge(k EdgeKey) *EdgeStats {
+	e, ok := s.Edges[k]
+	if !ok {
+		e = new(EdgeStats)
+		s.Edges[k] = e
+	}
+	return e
+}
+
+// addDepths counts requests by depth under the trace's root request and
+// the root operation's storm radius.
+func (s *Stats) addDepths(t *Trace) {
+	root := int32(-1)
+	for ri := range t.Requests {
+		if t.Requests[ri].Depth == 0 {
+			root = int32(ri)
+			break
+		}
+	}
+	if root < 0 {
+		return
+	}
+	rs := t.RequestSpan(&t.Requests[root])
+	rk := OperationKey{rs.Service, rs.Operation}
+	for ri := range t.Requests {
+		r := &t.Requests[ri]
+		if r.Depth < 0 {
+			continue
+		}
+		s.Depths[DepthKey{rk.Service, rk.Operation, r.Depth, t.Spans[r.Span].Service}]++
+	}
+	st, ok := s.Roots[rk]
+	if !ok {
+		st = new(RootStats)
+		s.Roots[rk] = st
+	}
+	st.Requests++
+	radius := s.stormRadius(t)
+	st.RadiusMax = max(st.RadiusMax, radius)
+	st.RadiusSum += uint64(radius)
+}
+
+// Radius marks for stormRadius.
+const (
+	radiusUnknown  = -1
+	radiusVisiting = -2
+)
+
+// stormRadius returns the longest chain of consecutive hops in t that
+// retried: a logical call with more than one attempt, whose callee's own
+// request made such a call, and so on.
+func (s *Stats) stormRadius(t *Trace) int {
+	s.radius = resize(s.radius, len(t.Requests), radiusUnknown)
+	radius := 0
+	for ri := range t.Requests {
+		radius = max(radius, int(s.radiusFrom(t, int32(ri))))
+	}
+	return radius
+}
+
+func (s *Stats) radiusFrom(t *Trace, ri int32) int16 {
+	switch s.radius[ri] {
+	case radiusUnknown:
+	case radiusVisiting:
+		return 0 // a loop in the calls: count no further
+	default:
+		return s.radius[ri]
+	}
+	s.radius[ri] = radiusVisiting
+	best := int16(0)
+	for _, c := range t.RequestCalls(&t.Requests[ri]) {
+		if c.Attempts() < 2 {
+			continue
+		}
+		below := int16(0)
+		for _, ai := range t.CallAttempts(&c) {
+			if callee := t.Callee[ai]; callee >= 0 {
+				below = max(below, s.radiusFrom(t, callee))
+			}
+		}
+		best = max(best, 1+below)
+	}
+	s.radius[ri] = best
+	return best
+}
+
+// Merge adds o's figures to s.
+func (s *Stats) Merge(o *Stats) {
+	s.Traces += o.Traces
+	s.Link.Add(o.Link)
+	for k, v := range o.Operations {
+		op := s.operation(k)
+		op.Served += v.Served
+		op.RetriesReceived += v.RetriesReceived
+		op.Failed += v.Failed
+		op.ClaimsCorrect += v.ClaimsCorrect
+		for i := range v.Verdicts {
+			op.Verdicts[i] += v.Verdicts[i]
+		}
+		for i := range v.Claims {
+			for j := range v.Claims[i] {
+				op.Claims[i][j] += v.Claims[i][j]
+			}
+		}
+		for i := range v.ExpectedClaims {
+			op.ExpectedClaims[i] += v.ExpectedClaims[i]
+		}
+	}
+	for k, v := range o.Edges {
+		e := s.edge(k)
+		e.Calls += v.Calls
+		e.FailedCalls += v.FailedCalls
+		e.Attempts += v.Attempts
+		e.Retries += v.Retries
+		for i := range v.Decisions {
+			e.Decisions[i] += v.Decisions[i]
+		}
+	}
+	for k, v := range o.Depths {
+		s.Depths[k] += v
+	}
+	for k, v := range o.Roots {
+		st, ok := s.Roots[k]
+		if !ok {
+			st = new(RootStats)
+			s.Roots[k] = st
+		}
+		st.Requests += v.Requests
+		st.RadiusSum += v.RadiusSum
+		st.RadiusMax = max(st.RadiusMax, v.RadiusMax)
+	}
+}
