@@ -1,6 +1,7 @@
 package dependencyanalysis
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -68,22 +69,22 @@ func NewExtractor(cfg Config, syms *Symbols) *Extractor {
 	}
 	e.unknownSvc = syms.Intern(UnknownService)
 	add := func(f attrField, names ...string) {
+		if e.attrs == nil {
+			return
+		}
 		for i, n := range names {
 			if _, taken := e.attrs[n]; !taken {
 				e.attrs[n] = attrSpec{field: f, rank: uint8(i)}
 			}
 		}
 	}
-	peer := cfg.Attributes.PeerService
-	if len(peer) == 0 {
-		peer = def.Attributes.PeerService
-	}
+	peer := orDefault(cfg.Attributes.PeerService, def.Attributes.PeerService)
 	if len(peer) > maxPeerServiceNames {
 		peer = peer[:maxPeerServiceNames]
 	}
-	attempt := cfg.Attributes.RetryAttempt
-	if len(attempt) == 0 {
-		attempt = def.Attributes.RetryAttempt
+	attempt := orDefault(cfg.Attributes.RetryAttempt, def.Attributes.RetryAttempt)
+	if slices.Equal(peer, def.Attributes.PeerService) && slices.Equal(attempt, def.Attributes.RetryAttempt) {
+		e.attrs = nil // the default names: lookup's switch knows them
 	}
 	add(fieldPeerService, peer...)
 	add(fieldAttempt, attempt...)
@@ -111,6 +112,67 @@ func NewExtractor(cfg Config, syms *Symbols) *Extractor {
 		e.timeoutErrs = append(e.timeoutErrs, strings.ToLower(t))
 	}
 	return e
+}
+
+func orDefault(names, def []string) []string {
+	if len(names) == 0 {
+		return def
+	}
+	return names
+}
+
+// lookup says what attribute k means. The default names are a switch,
+// which is several times faster than a map on the span hot path; a
+// configuration that overrides names uses the map built from it.
+func (e *Extractor) lookup(k string) attrSpec {
+	if e.attrs != nil {
+		return e.attrs[k]
+	}
+	switch k {
+	case "service.peer.name":
+		return attrSpec{fieldPeerService, 0}
+	case "peer.service":
+		return attrSpec{fieldPeerService, 1}
+	case "messaging.destination.name":
+		return attrSpec{fieldPeerService, 2}
+	case "server.address":
+		return attrSpec{fieldPeerService, 3}
+	case "http.request.resend_count":
+		return attrSpec{fieldAttempt, 0}
+	case ownership.AttrRetryAttempt:
+		return attrSpec{fieldAttempt, 1}
+	case "http.response.status_code":
+		return attrSpec{fieldHTTPStatus, 0}
+	case "http.status_code":
+		return attrSpec{fieldHTTPStatus, 1}
+	case "rpc.grpc.status_code":
+		return attrSpec{fieldGRPCStatus, 0}
+	case "rpc.response.status_code":
+		return attrSpec{fieldGRPCStatus, 1}
+	case "rpc.status_code":
+		return attrSpec{fieldGRPCStatus, 2}
+	case "error.type":
+		return attrSpec{fieldErrorType, 0}
+	case ownership.AttrClaim:
+		return attrSpec{fieldClaim, 0}
+	case ownership.AttrClaimReceived:
+		return attrSpec{fieldClaimReceived, 0}
+	case ownership.AttrRetryDecision:
+		return attrSpec{fieldDecision, 0}
+	case "url.template":
+		return attrSpec{fieldURLTemplate, 0}
+	case "http.route":
+		return attrSpec{fieldURLTemplate, 1}
+	case "http.request.method":
+		return attrSpec{fieldHTTPMethod, 0}
+	case "http.method":
+		return attrSpec{fieldHTTPMethod, 1}
+	case "rpc.service":
+		return attrSpec{fieldRPCService, 0}
+	case "rpc.method":
+		return attrSpec{fieldRPCMethod, 0}
+	}
+	return attrSpec{}
 }
 
 // Append extracts a record for every span of td and appends them to dst.
@@ -170,11 +232,10 @@ func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) {
 
 	a := spanAttrs{grpcCode: -1, attempt: -1, attemptRank: 255}
 	for k, v := range sp.Attributes().All() {
-		spec, ok := e.attrs[k]
-		if !ok {
-			continue
-		}
+		spec := e.lookup(k)
 		switch spec.field {
+		case fieldNone:
+			continue
 		case fieldPeerService:
 			a.peer[spec.rank] = v.Str()
 		case fieldAttempt:

@@ -1,6 +1,7 @@
 package dependencyanalysis
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -194,4 +195,21 @@ func oneSpan(svc string) (ptrace.Traces, ptrace.Span) {
 	s.SetSpanID(pcommon.SpanID{1})
 	s.SetName("op")
 	return td, s
+}
+
+// TestLookupSwitchMatchesMap keeps the hot-path switch and the map built
+// for overridden names in step: with the default names both say the same.
+func TestLookupSwitchMatchesMap(t *testing.T) {
+	fast := NewExtractor(DefaultConfig(), NewSymbols(0))
+	require.Nil(t, fast.attrs, "defaults take the switch")
+	cfg := DefaultConfig() // the defaults and one more name: the map
+	cfg.Attributes.RetryAttempt = append(slices.Clone(cfg.Attributes.RetryAttempt), "x.try")
+	slow := NewExtractor(cfg, NewSymbols(0))
+	require.NotNil(t, slow.attrs)
+	for name, spec := range slow.attrs {
+		if name != "x.try" {
+			assert.Equal(t, spec, fast.lookup(name), name)
+		}
+	}
+	assert.Equal(t, attrSpec{}, fast.lookup("url.full"))
 }

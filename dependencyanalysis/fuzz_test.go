@@ -1,0 +1,146 @@
+package dependencyanalysis
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/errorownership/errorownership/ownership"
+)
+
+// fuzzSpanBytes is how many input bytes describe one span.
+const fuzzSpanBytes = 8
+
+// spansFromBytes turns fuzz input into one trace's records. Span and parent
+// IDs come from a small space (one byte, zero included) so that duplicates,
+// self-parents, cycles and absent parents are common.
+func spansFromBytes(data []byte) []Span {
+	services := []Symbol{sym("a"), sym("b"), sym("c"), sym("d")}
+	out := make([]Span, 0, len(data)/fuzzSpanBytes)
+	for len(data) >= fuzzSpanBytes {
+		b := data[:fuzzSpanBytes]
+		data = data[fuzzSpanBytes:]
+		start := pcommon.Timestamp(binary.LittleEndian.Uint16(b[4:6]))
+		s := Span{
+			TraceID:       traceID(1),
+			SpanID:        pcommon.SpanID{7: b[0]},
+			ParentID:      pcommon.SpanID{7: b[1]},
+			Kind:          Kind(b[2] % 5),
+			Service:       services[b[3]%4],
+			Operation:     services[(b[3]>>2)%4],
+			PeerService:   services[(b[3]>>4)%4],
+			PeerOperation: services[(b[3]>>6)%4],
+			Start:         start,
+			End:           start + pcommon.Timestamp(b[6]),
+			Flags:         b[7] & (FlagFailed | FlagTimeout),
+			Attempt:       int16(b[7]>>2&3) - 1,
+			Claim:         ownership.Claim(b[7] >> 4 % 3),
+			ClaimReceived: ownership.Claim(b[7] >> 6 % 3),
+			Decision:      ownership.RetryDecision(b[2] / 5 % 6),
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// spanBytes encodes one span for the seed corpus.
+func spanBytes(id, parent byte, kind Kind, failed bool) []byte {
+	b := []byte{id, parent, byte(kind), 0, 0, 0, 1, 0}
+	if failed {
+		b[7] = FlagFailed
+	}
+	return b
+}
+
+func FuzzAnalyze(f *testing.F) {
+	join := func(parts ...[]byte) []byte {
+		var out []byte
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return out
+	}
+	f.Add([]byte{})
+	f.Add(join( // a chain whose leaf fails
+		spanBytes(1, 0, KindServer, true), spanBytes(2, 1, KindClient, true), spanBytes(3, 2, KindServer, true)))
+	f.Add(join( // a cycle of internal spans under nothing
+		spanBytes(1, 3, KindInternal, false), spanBytes(2, 1, KindInternal, false), spanBytes(3, 2, KindInternal, false)))
+	f.Add(join( // a cycle through a server span
+		spanBytes(1, 2, KindServer, true), spanBytes(2, 1, KindClient, true)))
+	f.Add(spanBytes(5, 5, KindServer, true))                                          // self-parent
+	f.Add(join(spanBytes(1, 0, KindServer, true), spanBytes(1, 0, KindClient, true))) // duplicate IDs
+	f.Add(spanBytes(1, 9, KindServer, true))                                          // absent parent
+	f.Add(spanBytes(0, 0, KindClient, false))                                         // zero IDs
+	huge := make([]byte, 0, 20_000*fuzzSpanBytes)
+	for i := range 20_000 { // a deep chain of server and client spans
+		kind := KindServer
+		if i%2 == 1 {
+			kind = KindClient
+		}
+		huge = append(huge, spanBytes(byte(i+1), byte(i), kind, i%7 == 0)...)
+	}
+	f.Add(huge)
+
+	an := NewAnalyzer()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		spans := spansFromBytes(data)
+		model := NewEdgeModel(DefaultConfig().EdgeModel, 0)
+		tr := an.Link(spans)
+		model.Observe(tr)
+		vs := an.Judge(tr, model)
+		stats := NewStats()
+		stats.Add(tr, vs)
+
+		inbound, failed, outbound := 0, 0, 0
+		for i := range spans {
+			switch {
+			case spans[i].Kind.Inbound():
+				inbound++
+				if spans[i].Failed() {
+					failed++
+				}
+			case spans[i].Kind.Outbound():
+				outbound++
+			}
+		}
+		if len(tr.Requests) > inbound {
+			t.Fatalf("%d requests from %d inbound spans", len(tr.Requests), inbound)
+		}
+		if len(vs) > failed {
+			t.Fatalf("%d verdicts for %d failed inbound spans", len(vs), failed)
+		}
+		if len(tr.Attempts) > outbound {
+			t.Fatalf("%d attempts from %d outbound spans", len(tr.Attempts), outbound)
+		}
+		seen := make(map[int32]bool, len(tr.Attempts))
+		for ci := range tr.Calls {
+			c := &tr.Calls[ci]
+			if c.Attempts() < 1 {
+				t.Fatalf("call %d has no attempts", ci)
+			}
+			for _, ai := range tr.CallAttempts(c) {
+				if seen[ai] {
+					t.Fatalf("span %d is an attempt of two calls", ai)
+				}
+				seen[ai] = true
+			}
+		}
+		for ri := range tr.Requests {
+			r := &tr.Requests[ri]
+			if r.Depth < -1 || int(r.Depth) >= len(tr.Requests) {
+				t.Fatalf("request %d has depth %d of %d requests", ri, r.Depth, len(tr.Requests))
+			}
+		}
+		for _, root := range stats.Roots {
+			if root.RadiusMax < 0 || root.RadiusMax > len(tr.Calls) {
+				t.Fatalf("storm radius %d with %d calls", root.RadiusMax, len(tr.Calls))
+			}
+		}
+		for _, v := range vs {
+			if v.Kind == VerdictOwn && len(v.FailedCalls) != 0 {
+				t.Fatalf("own verdict with failed calls %v", v.FailedCalls)
+			}
+		}
+	})
+}
