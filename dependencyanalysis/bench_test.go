@@ -13,7 +13,7 @@ import (
 // from pdata, grouping by trace, linking, learning, verdicts and statistics.
 // Targets (issue 2): ≤ 400 ns/span, ≤ 2 allocs/span, ≤ 160 B per buffered span.
 func BenchmarkExtractAndAnalyze(b *testing.B) {
-	td := scenario.Mix(2_000, 1)
+	td := scenario.Mix(benchTraces, 1)
 	spansPerOp := td.SpanCount()
 	cfg := da.DefaultConfig()
 	syms := da.NewSymbols(0)
@@ -64,3 +64,5 @@ func retainedPerSpan(cfg da.Config, syms *da.Symbols) float64 {
 	runtime.KeepAlive(spans)
 	return float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
 }
+
+var benchTraces = 200

@@ -190,11 +190,12 @@ func (e *Extractor) Append(dst []Span, td ptrace.Traces) []Span {
 			spans := sss.At(j).Spans()
 			for k := 0; k < spans.Len(); k++ {
 				sp := spans.At(k)
-				if sp.TraceID().IsEmpty() || sp.SpanID().IsEmpty() {
+				tid, sid := sp.TraceID(), sp.SpanID()
+				if tid.IsEmpty() || sid.IsEmpty() {
 					e.Malformed++
 					continue
 				}
-				dst = append(dst, Span{})
+				dst = append(dst, Span{TraceID: tid, SpanID: sid})
 				e.fill(&dst[len(dst)-1], sp, svc)
 			}
 		}
@@ -217,8 +218,6 @@ type spanAttrs struct {
 }
 
 func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) {
-	r.TraceID = sp.TraceID()
-	r.SpanID = sp.SpanID()
 	r.ParentID = sp.ParentSpanID()
 	r.Start = sp.StartTimestamp()
 	r.End = sp.EndTimestamp()
@@ -226,9 +225,11 @@ func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) {
 		r.End = r.Start
 	}
 	r.Service = svc
-	r.Operation = e.syms.intern(sp.Name())
 	r.Attempt = AttemptUnknown
 	r.Kind = kindOf(sp.Kind())
+	if !r.Kind.Outbound() {
+		r.Operation = e.syms.intern(sp.Name())
+	}
 
 	a := spanAttrs{grpcCode: -1, attempt: -1, attemptRank: 255}
 	for k, v := range sp.Attributes().All() {
@@ -279,7 +280,7 @@ func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) {
 				break
 			}
 		}
-		r.PeerOperation = e.peerOperation(r.Operation, &a)
+		r.PeerOperation = e.peerOperation(sp.Name(), &a)
 	}
 }
 
@@ -324,7 +325,7 @@ func (e *Extractor) isTimeoutType(t string) bool {
 // peerOperation names the callee's operation the way its server span is
 // named by convention: "METHOD template" for HTTP, "service/method" for RPC,
 // else the client span's own name.
-func (e *Extractor) peerOperation(name Symbol, a *spanAttrs) Symbol {
+func (e *Extractor) peerOperation(name string, a *spanAttrs) Symbol {
 	switch {
 	case a.template != "":
 		e.buf = e.buf[:0]
@@ -337,7 +338,7 @@ func (e *Extractor) peerOperation(name Symbol, a *spanAttrs) Symbol {
 		e.buf = append(append(append(e.buf[:0], a.rpcService...), '/'), a.rpcMethod...)
 		return e.syms.internBytes(e.buf)
 	}
-	return name
+	return e.syms.intern(name)
 }
 
 func kindOf(k ptrace.SpanKind) Kind {

@@ -124,7 +124,11 @@ func TestExtractNamesAndOwnership(t *testing.T) {
 			assert.Equal(t, tt.claimRx, r.ClaimReceived, "claim received")
 			assert.Equal(t, tt.decision, r.Decision, "decision")
 			assert.Equal(t, "svc", syms.Name(r.Service))
-			assert.Equal(t, "op", syms.Name(r.Operation))
+			if tt.kind == ptrace.SpanKindServer {
+				assert.Equal(t, "op", syms.Name(r.Operation))
+			} else {
+				assert.Equal(t, NoSymbol, r.Operation, "outbound spans need only the peer operation")
+			}
 		})
 	}
 }

@@ -82,19 +82,24 @@ type Modes interface {
 // is safe for concurrent use. Time is the traces' own: observations fade
 // with the age of their spans relative to the newest span seen, so the
 // model behaves the same live and over a file.
+//
+// Decay costs one exponential per request, not per edge and observation:
+// counts are kept scaled by 2^((t−epoch)/half-life) at the time t of each
+// observation and scaled back when read; the epoch moves forward (rescaling
+// every edge once) long before the scale could overflow.
 type EdgeModel struct {
 	cfg     ModelConfig
 	z       float64
 	mu      sync.RWMutex
-	edges   map[EdgeKey]*edgeState
+	edges   map[EdgeKey]*EdgeCounts
+	epoch   pcommon.Timestamp
 	newest  pcommon.Timestamp
 	maxSize int
 }
 
-type edgeState struct {
-	counts EdgeCounts
-	at     pcommon.Timestamp
-}
+// rebaseAfter is how many half-lives past the epoch a weight may reach
+// before the epoch moves: 2^500 is far from float64's 2^1023.
+const rebaseAfter = 500
 
 // NewEdgeModel returns an empty model; cfg must be valid (Config.Validate).
 // It tracks at most maxEdges edges (<= 0: 100,000); observations of new
@@ -106,17 +111,40 @@ func NewEdgeModel(cfg ModelConfig, maxEdges int) *EdgeModel {
 	return &EdgeModel{
 		cfg:     cfg,
 		z:       math.Sqrt2 * math.Erfinv(cfg.Confidence),
-		edges:   make(map[EdgeKey]*edgeState),
+		edges:   make(map[EdgeKey]*EdgeCounts),
 		maxSize: maxEdges,
 	}
 }
 
-// decay is the weight after age has passed.
-func (m *EdgeModel) decay(age pcommon.Timestamp) float64 {
-	if m.cfg.HalfLife <= 0 || age == 0 {
+// halfLives is how many half-lives from the epoch to t (negative before it).
+func (m *EdgeModel) halfLives(t pcommon.Timestamp) float64 {
+	return (float64(t) - float64(m.epoch)) / float64(m.cfg.HalfLife)
+}
+
+// weight is the scaled weight of an observation at t. Call with mu held.
+func (m *EdgeModel) weight(t pcommon.Timestamp) float64 {
+	if m.cfg.HalfLife <= 0 {
 		return 1
 	}
-	return math.Exp2(-float64(age) / float64(m.cfg.HalfLife))
+	if m.epoch == 0 {
+		m.epoch = t
+	}
+	if h := m.halfLives(t); h > rebaseAfter {
+		shift := math.Exp2(-h)
+		for _, c := range m.edges {
+			c.scale(shift)
+		}
+		m.epoch = t
+	}
+	return math.Exp2(m.halfLives(t))
+}
+
+// unscale turns stored counts into counts weighted by age at the newest span.
+func (m *EdgeModel) unscale(c EdgeCounts) EdgeCounts {
+	if m.cfg.HalfLife > 0 {
+		c.scale(math.Exp2(-m.halfLives(m.newest)))
+	}
+	return c
 }
 
 // Observe learns from every logical call of a linked trace.
@@ -128,34 +156,28 @@ func (m *EdgeModel) Observe(t *Trace) {
 	defer m.mu.Unlock()
 	for ri := range t.Requests {
 		r := &t.Requests[ri]
+		if r.CallsStart == r.CallsEnd {
+			continue
+		}
 		req := &t.Spans[r.Span]
+		w := m.weight(req.End)
+		m.newest = max(m.newest, req.End)
 		for ci := r.CallsStart; ci < r.CallsEnd; ci++ {
 			c := &t.Calls[ci]
-			m.observe(EdgeKey{req.Service, req.Operation, c.PeerService, c.PeerOperation}, c.Failed, req.Failed(), req.End)
+			m.observe(EdgeKey{req.Service, req.Operation, c.PeerService, c.PeerOperation}, c.Failed, req.Failed(), w)
 		}
 	}
 }
 
-func (m *EdgeModel) observe(k EdgeKey, callFailed, reqFailed bool, at pcommon.Timestamp) {
-	e, ok := m.edges[k]
+func (m *EdgeModel) observe(k EdgeKey, callFailed, reqFailed bool, w float64) {
+	c, ok := m.edges[k]
 	if !ok {
 		if len(m.edges) >= m.maxSize {
 			return
 		}
-		e = &edgeState{at: at}
-		m.edges[k] = e
+		c = new(EdgeCounts)
+		m.edges[k] = c
 	}
-	w := 1.0
-	if at >= e.at {
-		e.counts.scale(m.decay(at - e.at))
-		e.at = at
-	} else {
-		w = m.decay(e.at - at)
-	}
-	if at > m.newest {
-		m.newest = at
-	}
-	c := &e.counts
 	if callFailed {
 		c.CallFailed += w
 		if reqFailed {
@@ -174,15 +196,13 @@ func (m *EdgeModel) Mode(k EdgeKey) Mode {
 	return m.Estimate(k).Mode
 }
 
-// Estimate returns the edge's counts, decayed to the newest span seen, and
-// its mode.
+// Estimate returns the edge's counts, weighted by age at the newest span
+// seen, and its mode.
 func (m *EdgeModel) Estimate(k EdgeKey) Estimate {
 	m.mu.RLock()
-	e, ok := m.edges[k]
 	var c EdgeCounts
-	if ok {
-		c = e.counts
-		c.scale(m.decay(m.newest - e.at))
+	if e, ok := m.edges[k]; ok {
+		c = m.unscale(*e)
 	}
 	m.mu.RUnlock()
 	return m.Judge(c)
@@ -211,16 +231,14 @@ func (m *EdgeModel) Judge(c EdgeCounts) Estimate {
 
 // Edges calls fn for every edge with its estimate, in no particular order.
 func (m *EdgeModel) Edges(fn func(EdgeKey, Estimate)) {
-	m.mu.RLock()
 	type kc struct {
 		k EdgeKey
 		c EdgeCounts
 	}
+	m.mu.RLock()
 	all := make([]kc, 0, len(m.edges))
 	for k, e := range m.edges {
-		c := e.counts
-		c.scale(m.decay(m.newest - e.at))
-		all = append(all, kc{k, c})
+		all = append(all, kc{k, m.unscale(*e)})
 	}
 	m.mu.RUnlock()
 	for _, x := range all {

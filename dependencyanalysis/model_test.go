@@ -103,3 +103,17 @@ func TestEdgeModelIsBounded(t *testing.T) {
 	)))
 	assert.Equal(t, 1, m.Len())
 }
+
+func TestEdgeModelRebasesLongRuns(t *testing.T) {
+	cfg := DefaultConfig().EdgeModel
+	cfg.HalfLife = time.Millisecond
+	m := NewEdgeModel(cfg, 0)
+	observeN(m, 30, true, true, time.Millisecond)
+	// 2,000 half-lives later the old counts have faded to nothing and the
+	// scaled weights have not overflowed.
+	observeN(m, 25, true, false, 2*time.Second)
+	est := m.Estimate(edgeAB)
+	assert.InDelta(t, 25, est.Counts.CallFailed, 1e-9)
+	assert.InDelta(t, 0, est.Counts.CallFailedRequestFailed, 1e-9)
+	assert.Equal(t, ModeFailOpen, est.Mode)
+}

@@ -56,8 +56,10 @@ type Span struct {
 
 	// Service is the resource's service.name.
 	Service Symbol
-	// Operation is the span name (low-cardinality by convention, such as
-	// "GET /users/{id}" or "pkg.Service/Method").
+	// Operation is an inbound or internal span's name (low-cardinality by
+	// convention, such as "GET /users/{id}" or "pkg.Service/Method").
+	// Outbound spans leave it empty: what matters of them is PeerOperation,
+	// and interning a name nobody reads costs time on the span hot path.
 	Operation Symbol
 	// PeerService is the callee named by the span's attributes
 	// (service.peer.name, peer.service, …); outbound spans only.

@@ -1,6 +1,10 @@
 package dependencyanalysis
 
-import "github.com/errorownership/errorownership/ownership"
+import (
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/errorownership/errorownership/ownership"
+)
 
 // OperationKey names a service's inbound operation.
 type OperationKey struct {
@@ -36,6 +40,25 @@ type EdgeStats struct {
 	// Decisions counts attempts by their ownership.RetryDecision;
 	// Suppressed() ones are the retries the hooks held back.
 	Decisions [6]uint64
+	// CallFailedRequestFailed counts failed calls whose request failed too,
+	// and CallOKRequestFailed successful calls whose request failed anyway:
+	// with Calls and FailedCalls they are the edge model's observations, so
+	// models from several collectors can be merged by summing.
+	CallFailedRequestFailed, CallOKRequestFailed uint64
+}
+
+// AuditEntry records one coincidental error: the service failed for its
+// own reason while a dependency it tolerates failed too.
+type AuditEntry struct {
+	Time          pcommon.Timestamp
+	TraceID       pcommon.TraceID
+	SpanID        pcommon.SpanID
+	Service       Symbol
+	Operation     Symbol
+	PeerService   Symbol // the first failed fail-open dependency
+	PeerOperation Symbol
+	ClaimSent     ownership.Claim
+	ClaimExpected ownership.Claim
 }
 
 // Suppressed reports how many retries the hooks held back on the edge.
@@ -71,8 +94,14 @@ type Stats struct {
 	Link       LinkStats
 	// Traces counts traces added.
 	Traces uint64
+	// Audit holds coincidental errors, at most AuditLimit per service
+	// (0: no limit); AuditDropped counts those left out.
+	Audit        []AuditEntry
+	AuditLimit   int
+	AuditDropped uint64
 
-	radius []int16
+	auditCount map[Symbol]int
+	radius     []int16
 }
 
 // NewStats returns empty Stats.
@@ -82,6 +111,7 @@ func NewStats() *Stats {
 		Edges:      make(map[EdgeKey]*EdgeStats),
 		Depths:     make(map[DepthKey]uint64),
 		Roots:      make(map[OperationKey]*RootStats),
+		auditCount: make(map[Symbol]int),
 	}
 }
 
@@ -94,8 +124,11 @@ func (s *Stats) Reset() {
 	clear(s.Edges)
 	clear(s.Depths)
 	clear(s.Roots)
+	clear(s.auditCount)
 	s.Link = LinkStats{}
 	s.Traces = 0
+	s.Audit = s.Audit[:0]
+	s.AuditDropped = 0
 }
 
 // Add accumulates a judged trace.
@@ -114,8 +147,14 @@ func (s *Stats) Add(t *Trace, verdicts []Verdict) {
 			c := &t.Calls[ci]
 			e := s.edge(EdgeKey{req.Service, req.Operation, c.PeerService, c.PeerOperation})
 			e.Calls++
-			if c.Failed {
+			switch {
+			case c.Failed:
 				e.FailedCalls++
+				if req.Failed() {
+					e.CallFailedRequestFailed++
+				}
+			case req.Failed():
+				e.CallOKRequestFailed++
 			}
 			n := uint64(c.Attempts())
 			e.Attempts += n
@@ -136,8 +175,27 @@ func (s *Stats) Add(t *Trace, verdicts []Verdict) {
 		if v.Sent == v.Expected {
 			op.ClaimsCorrect++
 		}
+		if v.Kind == VerdictCoincidental {
+			c := &t.Calls[v.FailedCalls[0]]
+			s.audit(AuditEntry{
+				Time: req.End, TraceID: req.TraceID, SpanID: req.SpanID,
+				Service: req.Service, Operation: req.Operation,
+				PeerService: c.PeerService, PeerOperation: c.PeerOperation,
+				ClaimSent: v.Sent, ClaimExpected: v.Expected,
+			})
+		}
 	}
 	s.addDepths(t)
+}
+
+// audit keeps e unless its service has used up AuditLimit.
+func (s *Stats) audit(e AuditEntry) {
+	if s.AuditLimit > 0 && s.auditCount[e.Service] >= s.AuditLimit {
+		s.AuditDropped++
+		return
+	}
+	s.auditCount[e.Service]++
+	s.Audit = append(s.Audit, e)
 }
 
 func (s *Stats) operation(k OperationKey) *OperationStats {
@@ -263,9 +321,15 @@ func (s *Stats) Merge(o *Stats) {
 		e.FailedCalls += v.FailedCalls
 		e.Attempts += v.Attempts
 		e.Retries += v.Retries
+		e.CallFailedRequestFailed += v.CallFailedRequestFailed
+		e.CallOKRequestFailed += v.CallOKRequestFailed
 		for i := range v.Decisions {
 			e.Decisions[i] += v.Decisions[i]
 		}
+	}
+	s.AuditDropped += o.AuditDropped
+	for _, e := range o.Audit {
+		s.audit(e)
 	}
 	for k, v := range o.Depths {
 		s.Depths[k] += v
