@@ -3,7 +3,7 @@ GO       ?= go
 PKGS     ?= ./...
 BENCHTIME ?= 1s
 
-.PHONY: all build test lint bench fuzz clean
+.PHONY: all build test lint bench fuzz demo clean
 
 all: lint build test
 
@@ -25,6 +25,13 @@ lint:
 ## bench: the benchmarks named in the issues, with their figures
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
+
+## demo: the article's retry-storm chains and a coincidental error, analysed from the bundled traces
+demo:
+	@for s in chain_retry_every_hop chain_retry_budget chain_ownership coincidental; do \
+		echo "=== $$s: $$(sed -n 's/.*"story": "\(.*\)",/\1/p' testdata/scenarios/$$s.expected.json | cut -c1-160)…"; \
+		$(GO) run ./cmd/errorownership analyze --max-verdicts 5 testdata/scenarios/$$s.json || exit 1; \
+	done
 
 ## fuzz: a short run of the analysis fuzzer
 fuzz:

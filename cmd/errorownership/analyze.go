@@ -22,6 +22,7 @@ func newAnalyzeCommand() *cobra.Command {
 	cfg := da.DefaultConfig()
 	cfg.EdgeModel.HalfLife = 0 // offline, every span in the files weighs the same
 	var format string
+	var maxVerdicts int
 	cmd := &cobra.Command{
 		Use:   "analyze [--format table|jsonl] FILE...",
 		Short: "Give verdicts, edge modes and amplification for OTLP trace files",
@@ -46,7 +47,7 @@ still analysed; the exit status is then 2.`,
 			if format == "jsonl" {
 				err = rep.writeJSONL(cmd.OutOrStdout())
 			} else {
-				err = rep.writeTable(cmd.OutOrStdout())
+				err = rep.writeTable(cmd.OutOrStdout(), maxVerdicts)
 			}
 			if err != nil {
 				return err
@@ -59,6 +60,7 @@ still analysed; the exit status is then 2.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&format, "format", "table", "output format: table or jsonl")
+	f.IntVar(&maxVerdicts, "max-verdicts", 50, "table format: print at most this many verdicts (0: all); jsonl prints all")
 	f.IntVar(&cfg.EdgeModel.MinSamples, "min-samples", cfg.EdgeModel.MinSamples, "failed calls an edge needs before it gets a mode")
 	f.Float64Var(&cfg.EdgeModel.FailCloseThreshold, "fail-close-threshold", cfg.EdgeModel.FailCloseThreshold, "lower bound of P(request fails | call failed) for fail-close")
 	f.Float64Var(&cfg.EdgeModel.FailOpenThreshold, "fail-open-threshold", cfg.EdgeModel.FailOpenThreshold, "upper bound of P(request fails | call failed) for fail-open")
@@ -388,13 +390,17 @@ func (rep *report) writeJSONL(w io.Writer) error {
 	return enc.Encode(rep.summary)
 }
 
-func (rep *report) writeTable(w io.Writer) error {
+func (rep *report) writeTable(w io.Writer, maxVerdicts int) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	section := func(title, header string) {
 		fmt.Fprintf(tw, "\n%s\n%s\n", title, header)
 	}
 	section("VERDICTS", "TRACE\tSPAN\tSERVICE\tOPERATION\tVERDICT\tREASON\tCLAIM SENT\tEXPECTED\tFAILED CALLS")
-	for _, v := range rep.verdicts {
+	for i, v := range rep.verdicts {
+		if maxVerdicts > 0 && i == maxVerdicts {
+			fmt.Fprintf(tw, "… %d more (--max-verdicts 0 or --format jsonl for all)\n", len(rep.verdicts)-i)
+			break
+		}
 		calls := ""
 		for i, c := range v.FailedCalls {
 			if i > 0 {
