@@ -1,9 +1,13 @@
 # errorownership — see README.md.
 GO       ?= go
+BUILDER_VERSION ?= v0.165.0
+GOBIN    ?= $(shell $(GO) env GOPATH)/bin
+BUILDER  ?= $(GOBIN)/builder
+OTELCOL  := bin/otelcol-errorownership
 PKGS     ?= ./...
 BENCHTIME ?= 1s
 
-.PHONY: all build test lint bench fuzz demo clean
+.PHONY: all build test lint bench fuzz demo otelcol run clean
 
 all: lint build test
 
@@ -37,5 +41,20 @@ demo:
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzAnalyze -fuzztime 60s ./dependencyanalysis
 
+## otelcol: build the custom collector bin/otelcol-errorownership from builder-config.yaml
+otelcol: $(OTELCOL)
+
+$(BUILDER):
+	$(GO) install go.opentelemetry.io/collector/cmd/builder@$(BUILDER_VERSION)
+
+$(OTELCOL): $(BUILDER) builder-config.yaml go.mod go.sum $(shell find dependencyanalysis ownership processor store -name '*.go' -not -name '*_test.go' 2>/dev/null)
+	@mkdir -p build bin
+	$(BUILDER) --config builder-config.yaml
+	cp build/otelcol-errorownership/otelcol-errorownership $@
+
+## run: start the custom collector with testdata/otelcol-config.yaml (OTLP on 127.0.0.1:4317/4318)
+run: $(OTELCOL)
+	$(OTELCOL) --config testdata/otelcol-config.yaml
+
 clean:
-	rm -rf bin
+	rm -rf bin build

@@ -1,0 +1,447 @@
+package errorownershipprocessor // import "github.com/errorownership/errorownership/processor/errorownershipprocessor"
+
+import (
+	"cmp"
+	"encoding/binary"
+	"math/bits"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/errorownership/errorownership/dependencyanalysis"
+)
+
+// The buffer holds span records by trace ID until their trace has gone
+// decision_wait without a new span. It is split into shards by trace ID, each
+// drained by one worker, so that inserting contends only on one shard's lock
+// and never waits for an analysis.
+//
+// Each shard keeps its traces in a FIFO by first arrival. A worker looks only
+// at the head: if it is due it is taken; if it got spans since it was queued
+// it goes back to the tail; otherwise the worker sleeps until the head is due.
+// A trace that got late spans can so be analysed up to decision_wait after it
+// was due, never before.
+//
+// A shard's share of max_traces and max_spans is split: seven eighths for
+// traces waiting, one eighth for traces taken early because the buffer was
+// full and not yet picked up by the worker. Inserting into a full shard moves
+// its oldest trace to that hand-over queue, which the worker empties under a
+// lock of its own; only when the worker is so far behind that the hand-over
+// queue is full are spans dropped (counted), since the alternatives are to
+// block the pipeline or to grow without bound.
+
+// entry is one trace's records in the buffer.
+type entry struct {
+	id    pcommon.TraceID
+	hash  uint64
+	spans []dependencyanalysis.Span
+	// last is when spans last arrived, queued the value of last when the
+	// entry was put at the queue's tail; both in nanoseconds since the
+	// buffer's epoch.
+	last, queued int64
+}
+
+// shard is one part of the buffer. Every trace in traces is in queue once.
+type shard struct {
+	mu           sync.Mutex
+	traces       map[pcommon.TraceID]*entry
+	queue        fifo[*entry]
+	waitingSpans int
+	// recent remembers traces that left the buffer, so that their late
+	// spans are counted as late.
+	recent recentFilter
+	closed bool
+
+	// The hand-over queue has its own lock, held only to push or pop, so
+	// that a worker picking up evicted traces never waits for an insert
+	// of a big batch (which holds mu): under a flood of new traces that
+	// wait starved the worker. Lock order: mu, then handMu.
+	handMu sync.Mutex
+	handed fifo[*entry]
+	// handedTraces and handedSpans mirror handed for readers without handMu.
+	handedTraces, handedSpans atomic.Int64
+
+	wait                        int64 // decision_wait in nanoseconds
+	maxWaitTraces, maxWaitSpans int
+	maxHandTraces, maxHandSpans int
+	peakTraces, peakSpans       int // high-water marks, for tests; under mu
+	queueSignal, handSignal     chan struct{}
+}
+
+func newShard(maxTraces, maxSpans int, wait time.Duration) *shard {
+	handTraces, handSpans := maxTraces/8, maxSpans/8
+	return &shard{
+		traces:        make(map[pcommon.TraceID]*entry),
+		recent:        recentFilter{traces: maxTraces},
+		wait:          int64(wait),
+		maxWaitTraces: maxTraces - handTraces,
+		maxWaitSpans:  maxSpans - handSpans,
+		maxHandTraces: handTraces,
+		maxHandSpans:  handSpans,
+		queueSignal:   make(chan struct{}, 1),
+		handSignal:    make(chan struct{}, 1),
+	}
+}
+
+// maxInsert bounds how many traces a batch inserts into a shard under one
+// hold of its lock.
+const maxInsert = 64
+
+// insertCounts are what inserting a batch observed.
+type insertCounts struct {
+	late, dropped, evicted int64
+}
+
+// spanRun is a run of consecutive records of one trace in a batch.
+type spanRun struct {
+	id     pcommon.TraceID
+	hash   uint64
+	lo, hi int32
+	shard  int32
+}
+
+// signal wakes the worker without blocking.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// insert adds the records of runs, which all belong to trace id and total
+// n records, arriving at now. The caller holds mu. It reports whether the
+// queue was empty, in which case the worker may sleep without a deadline
+// and must be told.
+func (s *shard) insert(id pcommon.TraceID, hash uint64, runs []spanRun, spans []dependencyanalysis.Span, n int, now int64, c *insertCounts) (wasEmpty bool) {
+	e := s.traces[id]
+	if e == nil {
+		if s.recent.has(hash) {
+			c.late += int64(n)
+		}
+		if n > s.maxWaitSpans {
+			c.dropped += int64(n - s.maxWaitSpans)
+			n = s.maxWaitSpans
+		}
+		if n == 0 || s.maxWaitTraces == 0 {
+			c.dropped += int64(n)
+			return false
+		}
+		s.makeRoom(1, n, nil, c)
+		wasEmpty = s.queue.len() == 0
+		e = &entry{id: id, hash: hash, spans: make([]dependencyanalysis.Span, 0, n), queued: now}
+		s.traces[id] = e
+		s.queue.push(e)
+	} else {
+		if room := s.maxWaitSpans - len(e.spans); n > room {
+			c.dropped += int64(n - room)
+			n = room
+		}
+		s.makeRoom(0, n, e, c)
+		if free := cap(e.spans) - len(e.spans); free < n {
+			// Traces that come in several batches get headroom, so that
+			// many small batches cost amortised linear copying; traces
+			// that come in one batch get none.
+			grown := make([]dependencyanalysis.Span, len(e.spans), len(e.spans)+n+(len(e.spans)+n)/4)
+			copy(grown, e.spans)
+			e.spans = grown
+		}
+	}
+	for _, r := range runs {
+		if n == 0 {
+			break
+		}
+		k := min(int(r.hi-r.lo), n)
+		e.spans = append(e.spans, spans[r.lo:int(r.lo)+k]...)
+		n -= k
+		s.waitingSpans += k
+	}
+	e.last = now
+	s.peakTraces = max(s.peakTraces, s.queue.len()+int(s.handedTraces.Load()))
+	s.peakSpans = max(s.peakSpans, s.waitingSpans+int(s.handedSpans.Load()))
+	return wasEmpty
+}
+
+// makeRoom takes the oldest traces early until one more trace (needTraces)
+// with needSpans more spans fits. keep, which is getting the spans, is not
+// taken: it goes to the tail, where its new spans put it anyway.
+func (s *shard) makeRoom(needTraces, needSpans int, keep *entry, c *insertCounts) {
+	for s.queue.len() > 0 && (s.queue.len()+needTraces > s.maxWaitTraces || s.waitingSpans+needSpans > s.maxWaitSpans) {
+		e := s.queue.pop()
+		if e == keep {
+			e.queued = e.last
+			s.queue.push(e)
+			if s.queue.len() == 1 {
+				break
+			}
+			continue
+		}
+		s.leave(e)
+		c.evicted++
+		s.handOver(e, c)
+	}
+}
+
+// leave removes e, just popped from the queue, from the waiting traces.
+func (s *shard) leave(e *entry) {
+	delete(s.traces, e.id)
+	s.recent.add(e.hash)
+	s.waitingSpans -= len(e.spans)
+}
+
+// handOver queues e for the worker, dropping the oldest traces handed over
+// before it when the worker has not kept up.
+func (s *shard) handOver(e *entry, c *insertCounts) {
+	n := len(e.spans)
+	if s.maxHandTraces == 0 || n > s.maxHandSpans {
+		c.dropped += int64(n)
+		return
+	}
+	s.handMu.Lock()
+	defer s.handMu.Unlock()
+	for s.handed.len() >= s.maxHandTraces || int(s.handedSpans.Load())+n > s.maxHandSpans {
+		old := s.handed.pop()
+		s.handedTraces.Add(-1)
+		s.handedSpans.Add(-int64(len(old.spans)))
+		c.dropped += int64(len(old.spans))
+	}
+	s.handed.push(e)
+	s.handedTraces.Add(1)
+	s.handedSpans.Add(int64(n))
+	if s.handed.len() == 1 {
+		// Wake the worker now, not after the batch: it takes handed
+		// traces under handMu alone, so it works alongside the insert.
+		signal(s.handSignal)
+	}
+}
+
+// takeHanded moves traces handed over to out, up to its capacity.
+func (s *shard) takeHanded(out []*entry) []*entry {
+	if s.handedTraces.Load() == 0 {
+		return out
+	}
+	s.handMu.Lock()
+	defer s.handMu.Unlock()
+	for len(out) < cap(out) && s.handed.len() > 0 {
+		e := s.handed.pop()
+		s.handedTraces.Add(-1)
+		s.handedSpans.Add(-int64(len(e.spans)))
+		out = append(out, e)
+	}
+	return out
+}
+
+// takeDue moves traces due at now to out, up to its capacity; once the
+// shard is closed, every waiting trace. It returns how long until the
+// queue's head is due (0: nothing is waiting, or out is full) and whether
+// the shard is closed and empty.
+func (s *shard) takeDue(now int64, out []*entry) (_ []*entry, wait time.Duration, done bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(out) < cap(out) && s.queue.len() > 0 {
+		e := s.queue.peek()
+		if due := e.last + s.wait; due > now && !s.closed {
+			if e.last != e.queued {
+				// It got spans since it was queued: behind the traces
+				// that arrived in the meantime is where it belongs.
+				s.queue.pop()
+				e.queued = e.last
+				s.queue.push(e)
+				continue
+			}
+			wait = time.Duration(due - now)
+			break
+		}
+		s.queue.pop()
+		s.leave(e)
+		out = append(out, e)
+	}
+	// Nothing is handed over once closed, so this is final.
+	return out, wait, s.closed && s.queue.len() == 0 && s.handedTraces.Load() == 0
+}
+
+// close stops the shard accepting spans; its worker then drains it.
+func (s *shard) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	signal(s.queueSignal)
+}
+
+// occupancy reports the traces and spans the shard holds.
+func (s *shard) occupancy() (traces, spans int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queue.len() + int(s.handedTraces.Load()), s.waitingSpans + int(s.handedSpans.Load())
+}
+
+// buffer is the set of shards.
+type buffer struct {
+	shards []*shard
+	epoch  time.Time
+}
+
+// newBuffer splits maxTraces and maxSpans evenly over shards shards.
+func newBuffer(shards, maxTraces, maxSpans int, wait time.Duration) *buffer {
+	shards = max(1, min(shards, maxTraces, maxSpans))
+	b := &buffer{shards: make([]*shard, shards), epoch: time.Now()}
+	for i := range b.shards {
+		b.shards[i] = newShard(share(maxTraces, shards, i), share(maxSpans, shards, i), wait)
+	}
+	return b
+}
+
+// share is shard i's part of total split n ways; the parts sum to total.
+func share(total, n, i int) int {
+	part := total / n
+	if i < total%n {
+		part++
+	}
+	return part
+}
+
+// now is the buffer's clock: monotonic nanoseconds since its epoch.
+func (b *buffer) now() int64 { return int64(time.Since(b.epoch)) }
+
+// traceHash mixes a trace ID into 64 bits for picking its shard and its
+// slot in the recent filter. Trace IDs are random by specification, but
+// tests and broken SDKs make up sequential ones, so both halves are mixed.
+func traceHash(id pcommon.TraceID) uint64 {
+	h := binary.LittleEndian.Uint64(id[:8])*0x9E3779B97F4A7C15 ^ binary.LittleEndian.Uint64(id[8:])
+	h ^= h >> 31
+	h *= 0xBF58476D1CE4E5B9
+	h ^= h >> 29
+	return h
+}
+
+// add inserts a batch of records, taking each shard's lock once per
+// maxInsert traces. It gathers a trace's records from the whole batch
+// first, so that a trace whose spans come in one batch, whatever their
+// order, takes one exactly sized allocation. runs is scratch space, returned
+// for reuse.
+func (b *buffer) add(spans []dependencyanalysis.Span, runs []spanRun, now int64, c *insertCounts) []spanRun {
+	runs = runs[:0]
+	for lo := 0; lo < len(spans); {
+		id := spans[lo].TraceID
+		hi := lo + 1
+		for hi < len(spans) && spans[hi].TraceID == id {
+			hi++
+		}
+		h := traceHash(id)
+		runs = append(runs, spanRun{id: id, hash: h, lo: int32(lo), hi: int32(hi), shard: int32(h % uint64(len(b.shards)))})
+		lo = hi
+	}
+	// Group by shard, then by trace. Comparing hashes, not IDs, is cheaper;
+	// two traces with one hash would only be inserted in more pieces.
+	slices.SortFunc(runs, func(x, y spanRun) int {
+		if c := cmp.Compare(x.shard, y.shard); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(x.hash, y.hash); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.lo, y.lo) // keep arrival order within a trace
+	})
+	for lo := 0; lo < len(runs); {
+		lo = b.shards[runs[lo].shard].insertRuns(runs, lo, spans, now, c)
+	}
+	return runs
+}
+
+// insertRuns inserts the traces of runs from lo on that belong to s, at
+// most maxInsert of them, and returns where it stopped. The lock is let go
+// after maxInsert traces so that a big batch of new traces does not keep
+// the worker from the traces it pushes out, and on a panic.
+func (s *shard) insertRuns(runs []spanRun, lo int, spans []dependencyanalysis.Span, now int64, c *insertCounts) int {
+	shard := runs[lo].shard
+	wake := false
+	defer func() {
+		if wake {
+			signal(s.queueSignal)
+		}
+	}()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for traces := 0; lo < len(runs) && runs[lo].shard == shard && traces < maxInsert; traces++ {
+		hi, n := lo, 0
+		for hi < len(runs) && runs[hi].id == runs[lo].id {
+			n += int(runs[hi].hi - runs[hi].lo)
+			hi++
+		}
+		if !s.closed && s.insert(runs[lo].id, runs[lo].hash, runs[lo:hi], spans, n, now, c) {
+			wake = true
+		}
+		lo = hi
+	}
+	return lo
+}
+
+// occupancy reports the traces and spans the buffer holds.
+func (b *buffer) occupancy() (traces, spans int) {
+	for _, s := range b.shards {
+		t, n := s.occupancy()
+		traces += t
+		spans += n
+	}
+	return traces, spans
+}
+
+// fifo is a growable ring buffer.
+type fifo[T any] struct {
+	buf     []T // length 0 or a power of two
+	head, n int
+}
+
+func (q *fifo[T]) len() int { return q.n }
+
+func (q *fifo[T]) push(v T) {
+	if q.n == len(q.buf) {
+		grown := make([]T, max(16, 2*len(q.buf)))
+		for i := range q.n {
+			grown[i] = q.buf[(q.head+i)&(len(q.buf)-1)]
+		}
+		q.buf, q.head = grown, 0
+	}
+	q.buf[(q.head+q.n)&(len(q.buf)-1)] = v
+	q.n++
+}
+
+func (q *fifo[T]) peek() T { return q.buf[q.head] }
+
+func (q *fifo[T]) pop() T {
+	v := q.buf[q.head]
+	var zero T
+	q.buf[q.head] = zero // let the garbage collector have it
+	q.head = (q.head + 1) & (len(q.buf) - 1)
+	q.n--
+	return v
+}
+
+// recentFilter remembers, lossily, the traces that left a shard: a
+// direct-mapped table of trace hashes, two slots per trace the shard holds.
+// A newer trace may take an older one's slot early, so a few late spans go
+// uncounted; a span is counted late by mistake only on a 64-bit hash
+// collision. It costs one memory access and no allocation per trace, where
+// a map with deletes cost more than the rest of inserting.
+type recentFilter struct {
+	traces int
+	slots  []uint64
+}
+
+func (r *recentFilter) index(h uint64) uint64 { return (h >> 17) & uint64(len(r.slots)-1) }
+
+func (r *recentFilter) has(h uint64) bool {
+	return len(r.slots) > 0 && r.slots[r.index(h)] == h|1
+}
+
+// maxRecentSlots caps the filter at 8 MiB a shard, whatever max_traces says.
+const maxRecentSlots = 1 << 20
+
+func (r *recentFilter) add(h uint64) {
+	if r.slots == nil {
+		r.slots = make([]uint64, min(1<<bits.Len(uint(max(2*r.traces-1, 1))), maxRecentSlots))
+	}
+	r.slots[r.index(h)] = h | 1 // never 0, the empty slot
+}

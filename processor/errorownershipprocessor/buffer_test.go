@@ -1,0 +1,267 @@
+package errorownershipprocessor
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/errorownership/errorownership/dependencyanalysis"
+)
+
+const testWait = 100 // decision_wait in the shard tests, in nanoseconds of buffer time
+
+// records returns n records of trace t.
+func records(t uint64, n int) []dependencyanalysis.Span {
+	out := make([]dependencyanalysis.Span, n)
+	for i := range out {
+		out[i].TraceID = traceID(t)
+		out[i].SpanID = pcommon.SpanID{7: byte(i + 1)}
+	}
+	return out
+}
+
+// put inserts n records of trace t into s at now, as buffer.add does.
+func put(s *shard, t uint64, n int, now int64, c *insertCounts) {
+	spans := records(t, n)
+	runs := []spanRun{{id: spans[0].TraceID, hash: traceHash(spans[0].TraceID), lo: 0, hi: int32(n)}}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.insert(runs[0].id, runs[0].hash, runs, spans, n, now, c)
+}
+
+// ids lists the traces of entries by their number.
+func ids(entries []*entry) []uint64 {
+	var out []uint64
+	for _, e := range entries {
+		out = append(out, uint64(e.id[15])|uint64(e.id[14])<<8)
+	}
+	return out
+}
+
+func takeAll(s *shard, now int64) []*entry {
+	out := s.takeHanded(make([]*entry, 0, 64))
+	out, _, _ = s.takeDue(now, out)
+	return out
+}
+
+func TestShardDecisionWait(t *testing.T) {
+	tests := []struct {
+		name string
+		// puts are (trace, arrival) pairs.
+		puts [][2]int64
+		at   int64
+		want []uint64
+		// wait is how long until the head is due, after taking.
+		wait time.Duration
+	}{
+		{name: "nothing due yet", puts: [][2]int64{{1, 0}}, at: testWait - 1, wait: 1},
+		{name: "due after decision_wait", puts: [][2]int64{{1, 0}, {2, 50}}, at: testWait, want: []uint64{1}, wait: 50},
+		{name: "every due trace, in arrival order", puts: [][2]int64{{1, 0}, {2, 10}, {3, 20}}, at: 200, want: []uint64{1, 2, 3}},
+		{
+			name: "late spans put a trace behind later ones",
+			puts: [][2]int64{{1, 0}, {2, 10}, {1, 60}},
+			at:   testWait + 10, want: []uint64{2}, wait: 50,
+		},
+		{
+			name: "and it is taken once its own wait is over",
+			puts: [][2]int64{{1, 0}, {2, 10}, {1, 60}},
+			at:   testWait + 60, want: []uint64{1, 2},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newShard(100, 1000, testWait)
+			var c insertCounts
+			for _, p := range tc.puts {
+				put(s, uint64(p[0]), 2, p[1], &c)
+			}
+			got, wait, done := s.takeDue(tc.at, make([]*entry, 0, 64))
+			assert.Equal(t, tc.want, ids(got))
+			assert.Equal(t, tc.wait, wait)
+			assert.False(t, done)
+			assert.Equal(t, insertCounts{}, c)
+		})
+	}
+}
+
+func TestShardBounds(t *testing.T) {
+	tests := []struct {
+		name                string
+		maxTraces, maxSpans int
+		puts                [][2]int // (trace, spans), in arrival order
+		want                insertCounts
+		// left are the traces still waiting, handed those taken early.
+		left, handed []uint64
+	}{
+		{
+			name:      "room for all",
+			maxTraces: 16, maxSpans: 160,
+			puts: [][2]int{{1, 3}, {2, 3}},
+			left: []uint64{1, 2},
+		},
+		{
+			name: "max_traces: the oldest is taken early",
+			// 7 may wait, 1 may be handed over.
+			maxTraces: 8, maxSpans: 1000,
+			puts: [][2]int{{1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}, {7, 1}, {8, 1}},
+			want: insertCounts{evicted: 1},
+			left: []uint64{2, 3, 4, 5, 6, 7, 8}, handed: []uint64{1},
+		},
+		{
+			name:      "the worker is behind: the oldest handed over is dropped",
+			maxTraces: 8, maxSpans: 1000,
+			puts: [][2]int{{1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}, {7, 1}, {8, 1}, {9, 2}},
+			want: insertCounts{evicted: 2, dropped: 1},
+			left: []uint64{3, 4, 5, 6, 7, 8, 9}, handed: []uint64{2},
+		},
+		{
+			name: "max_spans: as many are taken as make room",
+			// 14 spans may wait, 2 may be handed over.
+			maxTraces: 100, maxSpans: 16,
+			puts: [][2]int{{1, 1}, {2, 1}, {3, 6}, {4, 6}, {5, 2}},
+			want: insertCounts{evicted: 2},
+			left: []uint64{3, 4, 5}, handed: []uint64{1, 2},
+		},
+		{
+			name:      "a trace bigger than the shard keeps what fits",
+			maxTraces: 100, maxSpans: 16,
+			puts: [][2]int{{1, 20}},
+			want: insertCounts{dropped: 6},
+			left: []uint64{1},
+		},
+		{
+			name: "a trace growing past the bound stays, others go",
+			// 35 spans may wait, 5 may be handed over.
+			maxTraces: 100, maxSpans: 40,
+			puts: [][2]int{{1, 4}, {2, 4}, {1, 30}},
+			want: insertCounts{evicted: 1},
+			left: []uint64{1}, handed: []uint64{2},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newShard(tc.maxTraces, tc.maxSpans, testWait)
+			var c insertCounts
+			for i, p := range tc.puts {
+				put(s, uint64(p[0]), p[1], int64(i), &c)
+			}
+			assert.Equal(t, tc.want, c)
+			traces, spans := s.occupancy()
+			assert.LessOrEqual(t, traces, tc.maxTraces)
+			assert.LessOrEqual(t, spans, tc.maxSpans)
+			assert.LessOrEqual(t, s.peakTraces, tc.maxTraces)
+			assert.LessOrEqual(t, s.peakSpans, tc.maxSpans)
+
+			assert.Equal(t, tc.handed, ids(s.takeHanded(make([]*entry, 0, 64))))
+			s.close()
+			left, _, done := s.takeDue(0, make([]*entry, 0, 64))
+			assert.Equal(t, tc.left, ids(left))
+			assert.True(t, done)
+		})
+	}
+}
+
+func TestShardLateSpans(t *testing.T) {
+	s := newShard(100, 1000, testWait)
+	var c insertCounts
+	put(s, 1, 3, 0, &c)
+	require.Equal(t, []uint64{1}, ids(takeAll(s, testWait)))
+	put(s, 1, 2, testWait+1, &c)
+	put(s, 2, 1, testWait+1, &c)
+	assert.Equal(t, int64(2), c.late, "spans of an analysed trace are late")
+	assert.Equal(t, []uint64{1, 2}, ids(takeAll(s, 3*testWait)), "and make a new entry")
+}
+
+func TestShardClosed(t *testing.T) {
+	b := newBuffer(1, 100, 1000, time.Hour)
+	s := b.shards[0]
+	var c insertCounts
+	b.add(records(1, 2), nil, 0, &c)
+	s.close()
+	b.add(records(2, 2), nil, 0, &c)
+	got, wait, done := s.takeDue(0, make([]*entry, 0, 64))
+	assert.Equal(t, []uint64{1}, ids(got), "closed: everything is due, nothing is added")
+	assert.Zero(t, wait)
+	assert.True(t, done)
+}
+
+func TestBufferAddGroupsTraces(t *testing.T) {
+	b := newBuffer(3, 100, 1000, time.Hour)
+	// Traces interleaved as several services' batches interleave them.
+	var spans []dependencyanalysis.Span
+	for range 3 {
+		for tr := uint64(1); tr <= 5; tr++ {
+			spans = append(spans, records(tr, 2)...)
+		}
+	}
+	var c insertCounts
+	b.add(spans, nil, 0, &c)
+	traces, n := b.occupancy()
+	assert.Equal(t, 5, traces)
+	assert.Equal(t, 30, n)
+	for _, s := range b.shards {
+		for _, e := range s.traces {
+			assert.Len(t, e.spans, 6)
+			assert.Equal(t, 6, cap(e.spans), "one exactly sized allocation per trace")
+			assert.Equal(t, s, b.shards[traceHash(e.id)%3])
+		}
+	}
+}
+
+func TestShare(t *testing.T) {
+	for _, tc := range []struct{ total, n int }{{10, 3}, {1000, 2}, {7, 7}, {50_000, 16}} {
+		sum := 0
+		for i := range tc.n {
+			part := share(tc.total, tc.n, i)
+			assert.InDelta(t, tc.total/tc.n, part, 1)
+			sum += part
+		}
+		assert.Equal(t, tc.total, sum)
+	}
+	assert.Len(t, newBuffer(8, 3, 1000, time.Second).shards, 3, "no more shards than max_traces")
+}
+
+func TestFifo(t *testing.T) {
+	var q fifo[int]
+	next, want := 0, 0
+	// Interleave pushes and pops so the ring wraps while it grows.
+	for round := range 50 {
+		for range round % 7 * 5 {
+			q.push(next)
+			next++
+		}
+		for range round % 3 * 4 {
+			if q.len() == 0 {
+				break
+			}
+			require.Equal(t, want, q.peek())
+			require.Equal(t, want, q.pop())
+			want++
+		}
+	}
+	assert.Equal(t, next-want, q.len())
+}
+
+func TestRecentFilter(t *testing.T) {
+	r := recentFilter{traces: 1000}
+	assert.False(t, r.has(traceHash(traceID(1))), "empty")
+	for i := range uint64(1000) {
+		r.add(traceHash(traceID(i)))
+	}
+	remembered := 0
+	for i := range uint64(1000) {
+		if r.has(traceHash(traceID(i))) {
+			remembered++
+		}
+	}
+	assert.Greater(t, remembered, 700, "two slots a trace keep most")
+	for i := uint64(1000); i < 2000; i++ {
+		assert.False(t, r.has(traceHash(traceID(i))), "never added")
+	}
+	big := recentFilter{traces: 1 << 30}
+	big.add(1)
+	assert.Len(t, big.slots, maxRecentSlots)
+}

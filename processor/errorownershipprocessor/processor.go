@@ -1,0 +1,500 @@
+package errorownershipprocessor // import "github.com/errorownership/errorownership/processor/errorownershipprocessor"
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/errorownership/errorownership/dependencyanalysis"
+	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/metadata"
+)
+
+// maxTake bounds how many traces a worker takes from its shard at once, so
+// that it holds the shard's lock briefly.
+const maxTake = 64
+
+// auditLimit bounds the coincidental errors kept for the audit, per service
+// and statistics bucket, so that a service failing coincidentally on every
+// request cannot grow the bucket without bound; the rest are counted.
+const auditLimit = 1000
+
+// maxScratchSpans bounds the record buffer a pooled extractor keeps between
+// batches, so that one huge batch does not stay resident.
+const maxScratchSpans = 1 << 16
+
+// ownershipProcessor passes traces on unchanged and analyses them on the
+// side: records are extracted synchronously, buffered by trace ID, and
+// analysed by one worker per buffer shard.
+type ownershipProcessor struct {
+	logger    *zap.Logger
+	telemetry *metadata.TelemetryBuilder
+	flushEach time.Duration
+
+	symbols *dependencyanalysis.Symbols
+	model   *dependencyanalysis.EdgeModel
+	buffer  *buffer
+	workers []*worker
+	// scratch pools extractors with their record buffers: an Extractor is
+	// not safe for concurrent use, and ConsumeTraces is called concurrently.
+	scratch sync.Pool
+	// sink receives the statistics; nil until the store is wired in.
+	sink Sink
+
+	lifecycle   sync.Mutex
+	started     bool
+	stopped     atomic.Bool // set first thing in Shutdown
+	abort       atomic.Bool // shutdown ran out of time: drop what is left
+	workersDone sync.WaitGroup
+	flushDone   sync.WaitGroup
+	stopFlush   chan struct{}
+
+	flushing    sync.Mutex // serialises flushes
+	merged      *dependencyanalysis.Stats
+	bucketStart time.Time
+
+	verdictAttrs [4]metric.MeasurementOption
+	reasonAttrs  [5]metric.MeasurementOption
+}
+
+// scratch is one goroutine's extraction state, pooled.
+type scratch struct {
+	ex    *dependencyanalysis.Extractor
+	spans []dependencyanalysis.Span
+	runs  []spanRun
+}
+
+// worker analyses one shard's traces.
+type worker struct {
+	p     *ownershipProcessor
+	shard *shard
+	an    *dependencyanalysis.Analyzer
+	take  []*entry
+
+	mu    sync.Mutex // guards stats and spare against the flusher
+	stats *dependencyanalysis.Stats
+	spare *dependencyanalysis.Stats
+}
+
+// unlinkedReasons are the values of the reason attribute, in unlinked's order.
+var unlinkedReasons = [5]string{"orphan", "duplicate", "self_parent", "cycle", "root_outbound"}
+
+// unlinked lists what could not be linked by reason.
+func unlinked(l *dependencyanalysis.LinkStats) [5]uint64 {
+	return [5]uint64{l.Orphans, l.Duplicates, l.SelfParents, l.Cycles, l.RootOutbound}
+}
+
+func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProcessor, error) {
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, err
+	}
+	engine := cfg.Engine()
+	workers := cfg.NumWorkers
+	if workers == 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	p := &ownershipProcessor{
+		logger:      set.Logger,
+		telemetry:   tb,
+		flushEach:   cfg.FlushInterval,
+		symbols:     dependencyanalysis.NewSymbols(0),
+		model:       dependencyanalysis.NewEdgeModel(engine.EdgeModel, 0),
+		buffer:      newBuffer(workers, cfg.MaxTraces, cfg.MaxSpans, cfg.DecisionWait),
+		stopFlush:   make(chan struct{}),
+		merged:      newStats(),
+		bucketStart: time.Now(),
+	}
+	p.scratch.New = func() any {
+		return &scratch{ex: dependencyanalysis.NewExtractor(engine, p.symbols)}
+	}
+	for _, s := range p.buffer.shards {
+		p.workers = append(p.workers, &worker{
+			p:     p,
+			shard: s,
+			an:    dependencyanalysis.NewAnalyzer(),
+			take:  make([]*entry, 0, maxTake),
+			stats: newStats(),
+			spare: newStats(),
+		})
+	}
+	for k := dependencyanalysis.VerdictOwn; k <= dependencyanalysis.VerdictCoincidental; k++ {
+		p.verdictAttrs[k] = metric.WithAttributeSet(attribute.NewSet(attribute.String("verdict", k.String())))
+	}
+	for i, r := range unlinkedReasons {
+		p.reasonAttrs[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))
+	}
+	err = tb.RegisterProcessorErrorownershipBufferTracesCallback(func(_ context.Context, o metric.Int64Observer) error {
+		traces, _ := p.buffer.occupancy()
+		o.Observe(int64(traces))
+		return nil
+	})
+	if err == nil {
+		err = tb.RegisterProcessorErrorownershipBufferSpansCallback(func(_ context.Context, o metric.Int64Observer) error {
+			_, spans := p.buffer.occupancy()
+			o.Observe(int64(spans))
+			return nil
+		})
+	}
+	if err != nil {
+		tb.Shutdown()
+		return nil, err
+	}
+	return p, nil
+}
+
+// newStats returns empty statistics with the audit bounded.
+func newStats() *dependencyanalysis.Stats {
+	s := dependencyanalysis.NewStats()
+	s.AuditLimit = auditLimit
+	return s
+}
+
+// processTraces is the pass-through: it reads td on the side and returns
+// it, unchanged, for processorhelper to hand to the next consumer.
+func (p *ownershipProcessor) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.Traces, error) {
+	p.observe(ctx, td)
+	return td, nil
+}
+
+// observe extracts td's records and buffers them. It never panics: the
+// pipeline must not fail because the analysis did.
+func (p *ownershipProcessor) observe(ctx context.Context, td ptrace.Traces) {
+	if p.stopped.Load() {
+		return
+	}
+	tb := p.telemetry
+	tb.ProcessorErrorownershipSpansSeen.Add(ctx, int64(td.SpanCount()))
+	defer func() {
+		if r := recover(); r != nil {
+			p.recovered(ctx, "extracting and buffering spans", r)
+		}
+	}()
+	sc := p.scratch.Get().(*scratch)
+	sc.spans = sc.ex.Append(sc.spans[:0], td)
+	malformed := int64(sc.ex.Malformed)
+	sc.ex.Malformed = 0
+	var c insertCounts
+	sc.runs = p.buffer.add(sc.spans, sc.runs, p.buffer.now(), &c)
+	if cap(sc.spans) > maxScratchSpans {
+		sc.spans, sc.runs = nil, nil
+	}
+	// A scratch is put back only after a clean run: one that panicked may
+	// hold an extractor in a broken state.
+	p.scratch.Put(sc)
+
+	if malformed > 0 {
+		tb.ProcessorErrorownershipSpansMalformed.Add(ctx, malformed)
+	}
+	if c.late > 0 {
+		tb.ProcessorErrorownershipSpansLate.Add(ctx, c.late)
+	}
+	if c.evicted > 0 {
+		tb.ProcessorErrorownershipTracesEvicted.Add(ctx, c.evicted)
+	}
+	if c.dropped > 0 {
+		tb.ProcessorErrorownershipSpansDropped.Add(ctx, c.dropped)
+	}
+}
+
+// recovered counts and logs a panic of the side path.
+func (p *ownershipProcessor) recovered(ctx context.Context, doing string, r any) {
+	p.telemetry.ProcessorErrorownershipPanicsRecovered.Add(ctx, 1)
+	p.logger.Error("Recovered from a panic in the error-ownership analysis; the spans were passed on unanalysed",
+		zap.String("while", doing), zap.String("panic", fmt.Sprint(r)), zap.Stack("stack"))
+}
+
+// start launches the workers and the flush ticker.
+func (p *ownershipProcessor) start(context.Context, component.Host) error {
+	p.lifecycle.Lock()
+	defer p.lifecycle.Unlock()
+	if p.started || p.stopped.Load() {
+		return nil
+	}
+	p.started = true
+	for _, w := range p.workers {
+		p.workersDone.Add(1)
+		go func() {
+			defer p.workersDone.Done()
+			w.loop(w.run)
+		}()
+	}
+	p.flushDone.Add(1)
+	go func() {
+		defer p.flushDone.Done()
+		p.flushLoop()
+	}()
+	return nil
+}
+
+// shutdown stops buffering, analyses everything buffered, flushes the
+// statistics and waits for every goroutine. It may be called more than
+// once, and without start.
+func (p *ownershipProcessor) shutdown(ctx context.Context) error {
+	p.lifecycle.Lock()
+	defer p.lifecycle.Unlock()
+	if p.stopped.Swap(true) {
+		return nil
+	}
+	for _, s := range p.buffer.shards {
+		s.close()
+	}
+	// Out of time, the workers drop what is left; they are still waited
+	// for, so that none outlives the processor.
+	stop := context.AfterFunc(ctx, func() { p.abort.Store(true) })
+	defer stop()
+	if ctx.Err() != nil {
+		p.abort.Store(true) // rather than whenever AfterFunc's goroutine runs
+	}
+	if p.started {
+		p.workersDone.Wait()
+		close(p.stopFlush)
+		p.flushDone.Wait()
+	} else {
+		for _, w := range p.workers {
+			w.loop(w.drain)
+		}
+	}
+	var err error
+	if p.abort.Load() {
+		err = ctx.Err()
+	}
+	p.flush(ctx)
+	p.telemetry.Shutdown()
+	return err
+}
+
+// loop calls work until it returns. A panic in the buffer code is
+// recovered and counted, and work called again: the collector must not
+// crash because the analysis did, and the shard must still be drained.
+func (w *worker) loop(work func()) {
+	for !w.safely(work) {
+	}
+}
+
+func (w *worker) safely(work func()) (returned bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.p.recovered(context.Background(), "taking traces from the buffer", r)
+		}
+	}()
+	work()
+	return true
+}
+
+// run analyses the shard's traces as they become due or are handed over,
+// until the shard is closed and empty.
+func (w *worker) run() {
+	s := w.shard
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	// lookAt is when the queue's head is due; the worker takes mu only then,
+	// or when told the queue changed, never for each trace handed over.
+	var lookAt int64
+	const never = math.MaxInt64
+	for {
+		batch := s.takeHanded(w.take[:0])
+		now := w.p.buffer.now()
+		if len(batch) < cap(batch) && now >= lookAt {
+			var wait time.Duration
+			var done bool
+			batch, wait, done = s.takeDue(now, batch)
+			if done && len(batch) == 0 {
+				return
+			}
+			switch {
+			case done || len(batch) == cap(batch):
+				lookAt = 0 // draining, or more may be due
+			case wait > 0:
+				lookAt = now + int64(wait)
+			default:
+				lookAt = never // empty: queueSignal says when not
+			}
+		}
+		if len(batch) > 0 {
+			w.analyse(batch)
+			continue
+		}
+		if lookAt != never {
+			timer.Reset(time.Duration(lookAt - now))
+		}
+		select {
+		case <-s.queueSignal:
+			lookAt = 0
+		case <-s.handSignal:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// drain analyses everything left in a closed shard, in the caller's goroutine.
+func (w *worker) drain() {
+	for {
+		batch := w.shard.takeHanded(w.take[:0])
+		batch, _, done := w.shard.takeDue(w.p.buffer.now(), batch)
+		w.analyse(batch)
+		if done && len(batch) == 0 {
+			return
+		}
+	}
+}
+
+// tally sums what analysing a batch of traces observed, so that telemetry
+// is recorded once per batch rather than once per trace.
+type tally struct {
+	traces, panics, dropped int64
+	verdicts                [4]int64
+	link                    dependencyanalysis.LinkStats
+	durations               [maxTake]float64
+}
+
+func (w *worker) analyse(batch []*entry) {
+	if len(batch) == 0 {
+		return
+	}
+	var t tally
+	for i, e := range batch {
+		if w.p.abort.Load() {
+			t.dropped += int64(len(e.spans))
+		} else if ms, ok := w.analyseTrace(e, &t); ok {
+			t.durations[t.traces] = ms
+			t.traces++
+		}
+		batch[i] = nil
+	}
+	ctx := context.Background()
+	tb := w.p.telemetry
+	if t.traces > 0 {
+		tb.ProcessorErrorownershipTracesAnalyzed.Add(ctx, t.traces)
+		for _, ms := range t.durations[:t.traces] {
+			tb.ProcessorErrorownershipAnalysisDuration.Record(ctx, ms)
+		}
+	}
+	for k, n := range t.verdicts {
+		if n > 0 {
+			tb.ProcessorErrorownershipVerdicts.Add(ctx, n, w.p.verdictAttrs[k])
+		}
+	}
+	for i, n := range unlinked(&t.link) {
+		if n > 0 {
+			tb.ProcessorErrorownershipSpansUnlinked.Add(ctx, int64(n), w.p.reasonAttrs[i])
+		}
+	}
+	if t.dropped > 0 {
+		tb.ProcessorErrorownershipSpansDropped.Add(ctx, t.dropped)
+	}
+	if t.panics > 0 {
+		tb.ProcessorErrorownershipPanicsRecovered.Add(ctx, t.panics)
+	}
+}
+
+// analyseTrace runs the engine over one trace and reports how long it took,
+// in milliseconds. A panic is recovered and counted, and the analyzer
+// replaced, since its buffers may be inconsistent.
+func (w *worker) analyseTrace(e *entry, t *tally) (ms float64, ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.panics++
+			w.an = dependencyanalysis.NewAnalyzer()
+			w.p.logger.Error("Recovered from a panic in the error-ownership analysis; the trace was not analysed",
+				zap.String("trace_id", e.id.String()), zap.String("panic", fmt.Sprint(r)), zap.Stack("stack"))
+		}
+	}()
+	start := time.Now()
+	tr := w.an.Link(e.spans)
+	w.p.model.Observe(tr)
+	verdicts := w.an.Judge(tr, w.p.model)
+	w.add(tr, verdicts)
+	ms = float64(time.Since(start)) / float64(time.Millisecond)
+
+	t.link.Add(tr.Link)
+	for i := range verdicts {
+		t.verdicts[verdicts[i].Kind]++
+	}
+	return ms, true
+}
+
+func (w *worker) add(tr *dependencyanalysis.Trace, verdicts []dependencyanalysis.Verdict) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stats.Add(tr, verdicts)
+}
+
+// swap hands the worker's statistics to the flusher and gives it the empty
+// spare to fill meanwhile.
+func (w *worker) swap() *dependencyanalysis.Stats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	full := w.stats
+	w.stats, w.spare = w.spare, nil
+	return full
+}
+
+// giveBack returns flushed statistics to the worker as its next spare.
+func (w *worker) giveBack(s *dependencyanalysis.Stats) {
+	s.Reset()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.spare = s
+}
+
+func (p *ownershipProcessor) flushLoop() {
+	ticker := time.NewTicker(p.flushEach)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-p.stopFlush:
+			return
+		case <-ticker.C:
+			ctx, cancel := context.WithTimeout(context.Background(), p.flushEach)
+			p.flush(ctx)
+			cancel()
+		}
+	}
+}
+
+// flush merges the workers' statistics into one bucket and hands it to the
+// sink. The bucket ends now and the next one starts here, empty or not, so
+// that buckets tile time.
+func (p *ownershipProcessor) flush(ctx context.Context) {
+	p.flushing.Lock()
+	defer p.flushing.Unlock()
+	for _, w := range p.workers {
+		s := w.swap()
+		p.merged.Merge(s)
+		w.giveBack(s)
+	}
+	end := time.Now()
+	snap := &Snapshot{Stats: p.merged, Symbols: p.symbols, Model: p.model, Start: p.bucketStart, End: end}
+	p.bucketStart = end
+	if p.sink != nil && !p.merged.Empty() {
+		if err := p.flushTo(ctx, snap); err != nil {
+			p.logger.Warn("Dropped an error-ownership statistics bucket: the sink failed",
+				zap.Time("start", snap.Start), zap.Time("end", snap.End), zap.Error(err))
+		}
+	}
+	p.merged.Reset()
+}
+
+// flushTo calls the sink, turning its panic into an error.
+func (p *ownershipProcessor) flushTo(ctx context.Context, snap *Snapshot) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.telemetry.ProcessorErrorownershipPanicsRecovered.Add(ctx, 1)
+			err = fmt.Errorf("sink panicked: %v", r)
+		}
+	}()
+	return p.sink.Flush(ctx, snap)
+}

@@ -1,0 +1,32 @@
+package errorownershipprocessor // import "github.com/errorownership/errorownership/processor/errorownershipprocessor"
+
+import (
+	"context"
+	"time"
+
+	"github.com/errorownership/errorownership/dependencyanalysis"
+)
+
+// Snapshot is one statistics bucket: what every worker analysed between
+// Start and End, merged.
+type Snapshot struct {
+	// Stats are the merged figures. Their names are Symbols of Symbols.
+	Stats *dependencyanalysis.Stats
+	// Symbols resolves the names in Stats. It is shared and keeps growing;
+	// it is safe for concurrent use.
+	Symbols *dependencyanalysis.Symbols
+	// Model is the edge model the verdicts were given with. It is live and
+	// safe for concurrent use.
+	Model *dependencyanalysis.EdgeModel
+	// Start and End bound the bucket: End of one flush is Start of the next.
+	Start, End time.Time
+}
+
+// Sink receives the statistics every flush_interval and once at shutdown.
+// The processor calls Flush from one goroutine at a time, and only for
+// non-empty buckets. The Snapshot's Stats are reused after Flush returns, so
+// a Sink must copy what it keeps. An error is logged and the bucket dropped:
+// the processor neither retries nor blocks the pipeline on a sink.
+type Sink interface {
+	Flush(ctx context.Context, s *Snapshot) error
+}
