@@ -1,0 +1,35 @@
+// Package hooks is the core of the error-ownership SDK hooks: the pure
+// decisions of DESIGN §3, the request-scoped Ledger that feeds them, and the
+// retry Budget. The transports and middleware live in hookshttp and
+// hooksgrpc; the hint client in hints. This package depends on nothing of
+// ours but the shared vocabulary (ownership), and on no tracing library, so
+// the decisions can be tested and reused without a network.
+//
+// # The two decisions
+//
+// A server, when its inbound request ends in an error, decides what to tell
+// its caller (Claim, the article's Figures 3 and 6):
+//
+//	outbound logical calls in the request          claim      reason
+//	none failed                                    claimed    own
+//	a failed one on a fail-close or unknown edge   unclaimed  propagated
+//	  … and every such callee sent no claim        unclaimed  missing_downstream_claim
+//	  … but every such call had no retry policy
+//	    here (no_policy) and no callee unclaimed   claimed    propagated (at least one retry)
+//	every failed one on a fail-open edge           claimed    coincidental
+//	the request gave up waiting on a call          unclaimed  propagated (timeouts)
+//
+// A client, when an attempt fails with a server fault, decides whether to
+// retry it (Retry, the article's Figure 4 decision matrix):
+//
+//	no retry policy for the call                  no_policy
+//	callee sent unclaimed                         suppressed_unclaimed
+//	claimed or missing, attempts used up          exhausted
+//	claimed or missing, budget empty              suppressed_budget
+//	claimed or missing, budget allows             retried
+//
+// The broken-context refinement needs no code: a call made with a context
+// that lost the request's Ledger is invisible to Claim, so the service
+// claims the error itself and the retry point moves one hop up, exactly as
+// DESIGN §3 describes.
+package hooks

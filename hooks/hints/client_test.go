@@ -1,0 +1,288 @@
+package hints
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/errorownership/errorownership/hooks"
+)
+
+const sample = `{"version":1,"service":"checkout","generated_at":"2026-11-29T16:00:00Z","ttl_seconds":30,
+ "retry_budget":{"ratio":0.2,"min_retries_per_second":5},
+ "edges":[
+  {"operation":"POST /checkout","peer_service":"recommendations","peer_operation":"GET /recommendations","mode":"fail_open","confidence":0.95,"samples":175},
+  {"operation":"POST /checkout","peer_service":"recommendations","peer_operation":"GET /recommendations/{id}","mode":"fail_open","confidence":0.9,"samples":80},
+  {"operation":"POST /checkout","peer_service":"payments","peer_operation":"POST /charge","mode":"fail_close","confidence":0.99,"samples":300},
+  {"operation":"POST /checkout","peer_service":"ads","peer_operation":"GET /ads","mode":"fail_open","confidence":0.9,"samples":50},
+  {"operation":"POST /checkout","peer_service":"ads","peer_operation":"GET /ads/slow","mode":"unknown","confidence":0.4,"samples":8},
+  {"operation":"GET /cart","peer_service":"recommendations","peer_operation":"GET /recommendations","mode":"fail_close","confidence":0.9,"samples":60},
+  {"operation":"GET /cart","peer_service":"audit","peer_operation":"POST /log","mode":"fail_open","confidence":0.9,"samples":60}
+ ]}`
+
+// collector is a hints endpoint whose answer the test controls.
+type collector struct {
+	srv      *httptest.Server
+	mu       sync.Mutex
+	body     string
+	etag     string
+	header   http.Header
+	status   int
+	requests atomic.Int32
+	lastINM  atomic.Value
+}
+
+func newCollector(t *testing.T) *collector {
+	c := &collector{body: sample, etag: `"v1"`, status: http.StatusOK}
+	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.requests.Add(1)
+		c.lastINM.Store(r.Header.Get("If-None-Match"))
+		if r.URL.Path != Path || r.URL.Query().Get("service") != "checkout" {
+			http.NotFound(w, r)
+			return
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for k, v := range c.header {
+			w.Header()[k] = v
+		}
+		if c.etag != "" {
+			w.Header().Set("ETag", c.etag)
+			if r.Header.Get("If-None-Match") == c.etag {
+				w.WriteHeader(http.StatusNotModified)
+				return
+			}
+		}
+		w.WriteHeader(c.status)
+		fmt.Fprint(w, c.body)
+	}))
+	t.Cleanup(c.srv.Close)
+	return c
+}
+
+func (c *collector) set(f func(c *collector)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f(c)
+}
+
+func TestSampleDecodes(t *testing.T) {
+	var h Hints
+	if err := json.Unmarshal([]byte(sample), &h); err != nil {
+		t.Fatal(err)
+	}
+	e := h.Edges[0]
+	if h.Version != 1 || h.Service != "checkout" || h.TTLSeconds != 30 || h.GeneratedAt.IsZero() ||
+		e.Mode != hooks.ModeFailOpen || e.Samples != 175 || e.Confidence != 0.95 || e.PeerOperation != "GET /recommendations" {
+		t.Fatalf("decoded %+v", h)
+	}
+	out, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"operation":"POST /checkout","peer_service":"recommendations","peer_operation":"GET /recommendations","mode":"fail_open","confidence":0.95,"samples":175}`; string(out) != want {
+		t.Fatalf("encoded %s\nwant    %s", out, want)
+	}
+}
+
+func TestMode(t *testing.T) {
+	col := newCollector(t)
+	c := New(col.srv.URL, "checkout")
+	if _, err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		op, peer, peerOp string
+		want             hooks.Mode
+	}{
+		{"POST /checkout", "recommendations", "GET /recommendations", hooks.ModeFailOpen},
+		{"POST /checkout", "payments", "POST /charge", hooks.ModeFailClose},
+		// Peer operation unknown to the client: fail-open only if every
+		// edge to the peer is.
+		{"POST /checkout", "recommendations", "", hooks.ModeFailOpen},
+		{"POST /checkout", "ads", "", hooks.ModeUnknown},
+		{"POST /checkout", "payments", "", hooks.ModeFailClose},
+		{"GET /cart", "recommendations", "", hooks.ModeFailClose},
+		// Without the inbound operation, the same over every operation.
+		{"", "recommendations", "", hooks.ModeFailClose},
+		{"", "recommendations", "GET /recommendations/{id}", hooks.ModeFailOpen},
+		{"", "audit", "", hooks.ModeFailOpen},
+		// An operation the hints do not know falls back likewise.
+		{"GET /unknown", "audit", "POST /log", hooks.ModeFailOpen},
+		{"GET /unknown", "recommendations", "GET /recommendations", hooks.ModeFailClose},
+		// Nothing known.
+		{"POST /checkout", "inventory", "", hooks.ModeUnknown},
+		{"POST /checkout", "payments", "POST /refund", hooks.ModeUnknown},
+	} {
+		if got := c.Mode(tc.op, tc.peer, tc.peerOp); got != tc.want {
+			t.Errorf("Mode(%q, %q, %q) = %v, want %v", tc.op, tc.peer, tc.peerOp, got, tc.want)
+		}
+	}
+	if l := c.BudgetLimits(); l != (hooks.Limits{Ratio: 0.2, MinPerSecond: 5}) {
+		t.Errorf("limits %+v", l)
+	}
+}
+
+func TestRevalidation(t *testing.T) {
+	col := newCollector(t)
+	c := New(col.srv.URL, "checkout")
+	next, err := c.Refresh(context.Background())
+	if err != nil || next != 30*time.Second {
+		t.Fatalf("first refresh: next %v, err %v; want the body's ttl 30s", next, err)
+	}
+	col.set(func(c *collector) { c.header = http.Header{"Cache-Control": {"public, max-age=7"}} })
+	next, err = c.Refresh(context.Background())
+	if err != nil || next != 7*time.Second {
+		t.Fatalf("second refresh: next %v, err %v; want max-age 7s", next, err)
+	}
+	if got := col.lastINM.Load(); got != `"v1"` {
+		t.Fatalf("If-None-Match %q", got)
+	}
+	if _, ok := c.Hints(); !ok {
+		t.Fatal("304 lost the hints")
+	}
+	// A new version replaces the hints.
+	col.set(func(c *collector) {
+		c.etag = `"v2"`
+		c.header = nil
+		c.body = `{"version":1,"service":"checkout","ttl_seconds":0,"edges":[]}`
+	})
+	next, err = c.Refresh(context.Background())
+	if err != nil || next != DefaultTTL {
+		t.Fatalf("third refresh: next %v, err %v", next, err)
+	}
+	if got := c.Mode("POST /checkout", "recommendations", ""); got != hooks.ModeUnknown {
+		t.Fatalf("old edges survived: %v", got)
+	}
+	if l := c.BudgetLimits(); l != hooks.DefaultLimits() {
+		t.Fatalf("absent budget gave %+v", l)
+	}
+}
+
+func TestGarbageKeepsLastGood(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		body   string
+	}{
+		{"not JSON", 200, "<html>oops</html>"},
+		{"truncated", 200, sample[:100]},
+		{"wrong version", 200, `{"version":2,"service":"checkout","edges":[]}`},
+		{"other service", 200, `{"version":1,"service":"payments","edges":[]}`},
+		{"budget out of range", 200, `{"version":1,"service":"checkout","retry_budget":{"ratio":5,"min_retries_per_second":10},"edges":[]}`},
+		{"negative floor", 200, `{"version":1,"service":"checkout","retry_budget":{"ratio":0.1,"min_retries_per_second":-1},"edges":[]}`},
+		{"server error", 500, "boom"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			col := newCollector(t)
+			c := New(col.srv.URL, "checkout")
+			if _, err := c.Refresh(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			col.set(func(c *collector) { c.etag, c.status, c.body = "", tc.status, tc.body })
+			next, err := c.Refresh(context.Background())
+			if err == nil {
+				t.Fatal("garbage accepted")
+			}
+			if next != time.Second {
+				t.Errorf("first retry after %v, want 1s", next)
+			}
+			if got := c.Mode("POST /checkout", "recommendations", ""); got != hooks.ModeFailOpen {
+				t.Errorf("last good hints lost: %v", got)
+			}
+		})
+	}
+}
+
+func TestSafeDefaults(t *testing.T) {
+	// Never reached: defaults.
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close()
+	c := New(srv.URL, "checkout")
+	var next time.Duration
+	for range 3 {
+		var err error
+		if next, err = c.Refresh(context.Background()); err == nil {
+			t.Fatal("no error from a closed collector")
+		}
+	}
+	if next != 4*time.Second {
+		t.Errorf("third retry after %v, want 4s backoff", next)
+	}
+	if got := c.Mode("POST /checkout", "recommendations", "GET /recommendations"); got != hooks.ModeUnknown {
+		t.Errorf("mode without hints %v", got)
+	}
+	if l := c.BudgetLimits(); l != hooks.DefaultLimits() {
+		t.Errorf("limits without hints %+v", l)
+	}
+
+	// Reached once, then silent past the max staleness: defaults again.
+	now := time.Unix(1_800_000_000, 0)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	col := newCollector(t)
+	c = New(col.srv.URL, "checkout", WithClock(clock), WithMaxStale(time.Minute))
+	if _, err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	col.srv.Close()
+	mu.Lock()
+	now = now.Add(59 * time.Second)
+	mu.Unlock()
+	if got := c.Mode("POST /checkout", "recommendations", ""); got != hooks.ModeFailOpen {
+		t.Errorf("hints dropped before they went stale: %v", got)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Second)
+	mu.Unlock()
+	if got := c.Mode("POST /checkout", "recommendations", ""); got != hooks.ModeUnknown {
+		t.Errorf("stale hints still used: %v", got)
+	}
+	if l := c.BudgetLimits(); l != hooks.DefaultLimits() {
+		t.Errorf("stale limits %+v", l)
+	}
+}
+
+func TestStartPolls(t *testing.T) {
+	col := newCollector(t)
+	col.set(func(c *collector) { c.header = http.Header{"Cache-Control": {"max-age=1"}} })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := Start(ctx, col.srv.URL+"/", "checkout")
+	deadline := time.Now().Add(5 * time.Second)
+	for col.requests.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if col.requests.Load() < 2 {
+		t.Fatalf("%d polls in 5 s with max-age=1", col.requests.Load())
+	}
+	if got := c.Mode("POST /checkout", "recommendations", ""); got != hooks.ModeFailOpen {
+		t.Fatalf("mode %v", got)
+	}
+	cancel()
+}
+
+func TestMaxAge(t *testing.T) {
+	for cc, want := range map[string]time.Duration{
+		"max-age=30":                 30 * time.Second,
+		"public, MAX-AGE=5, private": 5 * time.Second,
+		`max-age="12"`:               12 * time.Second,
+		"no-cache":                   -1,
+		"max-age=x":                  -1,
+		"":                           -1,
+	} {
+		got, ok := maxAge(cc)
+		if !ok {
+			got = -1
+		}
+		if got != want {
+			t.Errorf("maxAge(%q) = %v, want %v", cc, got, want)
+		}
+	}
+}

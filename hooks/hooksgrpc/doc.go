@@ -1,0 +1,29 @@
+// Package hooksgrpc puts error ownership into gRPC services: server
+// interceptors that tell callers whether the service owns an error (the
+// error-claim trailer, with grpc-retry-pushback-ms: -1 beside unclaimed),
+// and client interceptors that retry only where the error began (the
+// article's decision matrix), within a retry budget.
+//
+// Setup, with hints from the collector (package hints):
+//
+//	h := hints.Start(ctx, "http://otel-collector:4320", "checkout")
+//	srv := grpc.NewServer(
+//		grpc.StatsHandler(otelgrpc.NewServerHandler()),
+//		grpc.ChainUnaryInterceptor(hooksgrpc.UnaryServerInterceptor(hooksgrpc.WithHints(h))),
+//		grpc.ChainStreamInterceptor(hooksgrpc.StreamServerInterceptor(hooksgrpc.WithHints(h))))
+//	conn, err := grpc.NewClient(target,
+//		grpc.WithStatsHandler(hooksgrpc.ClientHandler(otelgrpc.NewClientHandler())),
+//		grpc.WithChainUnaryInterceptor(hooksgrpc.UnaryClientInterceptor(hooksgrpc.WithHints(h), hooksgrpc.WithPeerService("payments"))),
+//		grpc.WithChainStreamInterceptor(hooksgrpc.StreamClientInterceptor(hooksgrpc.WithHints(h), hooksgrpc.WithPeerService("payments"))))
+//
+// The server interceptors run inside otelgrpc's server span and set
+// error.claim and error.claim.reason on it. The client interceptors retry
+// by invoking again, so each attempt gets its own otelgrpc CLIENT span;
+// ClientHandler lets the retry decision be taken while that span is still
+// open, so it carries retry.attempt, error.claim.received and
+// retry.decision. Handlers must make their outbound calls with the call's
+// context, which carries the hooks.Ledger.
+//
+// Operations are named as otelgrpc names its spans and the analysis its
+// edges: "pkg.Service/Method".
+package hooksgrpc

@@ -1,0 +1,141 @@
+package hookshttp
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/errorownership/errorownership/hooks"
+	"github.com/errorownership/errorownership/hooks/internal/retrying"
+)
+
+// An Option configures Middleware or Transport. Each option says which it
+// applies to; the other ignores it, so one option list can serve both.
+type Option func(*config)
+
+type config struct {
+	hints       hooks.HintSource
+	budget      *hooks.Budget
+	maxAttempts int
+	backoff     retrying.Backoff
+	policy      func(*http.Request) bool
+	fault       func(status int) bool
+	operation   func(*http.Request) string
+	peerService func(*http.Request) string
+	peerOp      func(*http.Request) string
+}
+
+func newConfig(opts []Option) *config {
+	c := &config{
+		maxAttempts: retrying.DefaultMaxAttempts,
+		backoff:     retrying.Backoff{Initial: retrying.DefaultInitialBackoff, Max: retrying.DefaultMaxBackoff},
+		policy:      Idempotent,
+		fault:       ServerFault,
+		operation:   Operation,
+		peerService: PeerHost,
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// WithHints makes the hooks use src, usually a *hints.Client: the middleware
+// for edge modes, the transport for its budgets' limits. Without it every
+// edge is unknown (fail-close) and budgets use hooks.DefaultLimits.
+func WithHints(src hooks.HintSource) Option { return func(c *config) { c.hints = src } }
+
+// WithBudget makes the transport draw every retry from b, shared by all
+// peers, instead of from a budget per peer service; b keeps its own limits.
+func WithBudget(b *hooks.Budget) Option { return func(c *config) { c.budget = b } }
+
+// WithMaxAttempts sets the transport's attempts per call, the first one
+// included (default 3). 1 disables retries; the calls then have no retry
+// policy (no_policy), so the at-least-once rule applies.
+func WithMaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = max(n, 1) } }
+
+// WithBackoff sets the transport's backoff: retry n waits a random time in
+// [d/2, d], d = min(max, initial × 2^(n−1)). Defaults 50 ms and 1 s.
+func WithBackoff(initial, max time.Duration) Option {
+	return func(c *config) { c.backoff = retrying.Backoff{Initial: initial, Max: max} }
+}
+
+// WithRetryPolicy sets which requests the transport may retry at all
+// (default Idempotent). A request it rejects fails with decision no_policy.
+// Whatever it says, a request whose body cannot be replayed (a Body and no
+// GetBody) is not retried.
+func WithRetryPolicy(f func(*http.Request) bool) Option { return func(c *config) { c.policy = f } }
+
+// WithFault sets which response statuses are server faults (default
+// ServerFault: 500 and above). The middleware claims those; the transport
+// retries those. Use it to count some 4xx as failures too.
+func WithFault(f func(status int) bool) Option { return func(c *config) { c.fault = f } }
+
+// WithOperation sets how the middleware names the inbound operation for
+// hint lookups (default Operation).
+func WithOperation(f func(*http.Request) string) Option { return func(c *config) { c.operation = f } }
+
+// WithPeerService sets how the transport names the callee (default
+// PeerHost). It should match the callee's service.name, as the hints do.
+func WithPeerService(f func(*http.Request) string) Option {
+	return func(c *config) { c.peerService = f }
+}
+
+// WithPeerOperation tells the transport the callee's operation, e.g.
+// "GET /recommendations/{id}", so that hints can be looked up per edge;
+// without it a call is looked up by peer service alone, fail-open only if
+// every edge to that peer is. It is only called for failed calls.
+func WithPeerOperation(f func(*http.Request) string) Option {
+	return func(c *config) { c.peerOp = f }
+}
+
+// ServerFault reports whether status is a server fault: 500 and above.
+// 4xx are the caller's fault (DESIGN §3).
+func ServerFault(status int) bool { return status >= 500 }
+
+// Idempotent reports whether r may be retried by default: its method is
+// idempotent (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) or it carries an
+// Idempotency-Key header, the same test net/http uses for its own retries.
+func Idempotent(r *http.Request) bool {
+	switch r.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	_, ok := r.Header["Idempotency-Key"]
+	if !ok {
+		_, ok = r.Header["X-Idempotency-Key"]
+	}
+	return ok
+}
+
+// PeerHost names the callee by the request's host name, without the port.
+func PeerHost(r *http.Request) string {
+	if r.URL != nil && r.URL.Host != "" {
+		return r.URL.Hostname()
+	}
+	return hostname(r.Host)
+}
+
+func hostname(hostport string) string {
+	if i := strings.LastIndexByte(hostport, ':'); i >= 0 && !strings.Contains(hostport[i:], "]") {
+		hostport = hostport[:i]
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]")
+}
+
+// Operation names an inbound request as the server span is named by
+// convention, "METHOD route" (e.g. "POST /checkout"), taking the route from
+// the http.ServeMux pattern that matched; just "METHOD" without one.
+func Operation(r *http.Request) string {
+	p := r.Pattern
+	if p == "" {
+		return r.Method
+	}
+	if i := strings.IndexAny(p, " \t"); i >= 0 { // "METHOD [host]/path"
+		p = strings.TrimLeft(p[i:], " \t")
+	}
+	if i := strings.IndexByte(p, '/'); i > 0 { // "host/path"
+		p = p[i:]
+	}
+	return r.Method + " " + p
+}
