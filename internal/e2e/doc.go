@@ -1,0 +1,3 @@
+// Package e2e holds end-to-end tests that build the custom collector with
+// `make otelcol` and run the real binary.
+package e2e
