@@ -317,3 +317,15 @@ func restamp(td ptrace.Traces, gen byte) {
 		}
 	}
 }
+
+// TestShippedConfigsValidate checks that the configurations the README and
+// `make run` use are accepted by the built collector.
+func TestShippedConfigsValidate(t *testing.T) {
+	bin := buildCollector(t)
+	for _, name := range []string{"otelcol-config.yaml", "otelcol-kafka-front.yaml", "otelcol-kafka-analysis.yaml"} {
+		t.Run(name, func(t *testing.T) {
+			out, err := exec.Command(bin, "validate", "--config", filepath.Join(repoRoot, "testdata", name)).CombinedOutput()
+			assert.NoError(t, err, "%s", out)
+		})
+	}
+}
