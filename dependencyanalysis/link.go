@@ -161,17 +161,8 @@ func (a *Analyzer) Link(spans []Span) *Trace {
 	a.reqOf = resize(a.reqOf, n, -1)
 	a.state = resize(a.state, n, 0)
 	a.wrapper = resize(a.wrapper, n, false)
-	clear(a.index)
 
-	const duplicate = 3 // state of a span ignored for its repeated ID
-	for i := range spans {
-		if _, seen := a.index[spans[i].SpanID]; seen {
-			t.Link.Duplicates++
-			a.state[i] = duplicate
-			continue
-		}
-		a.index[spans[i].SpanID] = int32(i)
-	}
+	a.indexSpans()
 	for i := range spans {
 		s := &spans[i]
 		if a.state[i] == duplicate || s.ParentID.IsEmpty() {
@@ -181,7 +172,7 @@ func (a *Analyzer) Link(spans []Span) *Trace {
 			t.Link.SelfParents++
 			continue
 		}
-		if p, ok := a.index[s.ParentID]; ok {
+		if p := a.find(s.ParentID); p >= 0 {
 			a.parent[i] = p
 		} else {
 			t.Link.Orphans++
@@ -242,6 +233,57 @@ func (a *Analyzer) Link(spans []Span) *Trace {
 	})
 	a.groupCalls()
 	return t
+}
+
+// duplicate is the state of a span ignored for its repeated ID.
+const duplicate = 3
+
+// smallTrace is the size up to which span IDs are found by a linear scan:
+// for the usual trace of tens of spans it beats hashing every ID.
+const smallTrace = 48
+
+// indexSpans marks duplicate span IDs and, for large traces, builds the
+// ID index that find uses.
+func (a *Analyzer) indexSpans() {
+	spans := a.tr.Spans
+	if len(spans) <= smallTrace {
+		for i := range spans {
+			for j := range i {
+				if a.state[j] != duplicate && spans[j].SpanID == spans[i].SpanID {
+					a.tr.Link.Duplicates++
+					a.state[i] = duplicate
+					break
+				}
+			}
+		}
+		return
+	}
+	clear(a.index)
+	for i := range spans {
+		if _, seen := a.index[spans[i].SpanID]; seen {
+			a.tr.Link.Duplicates++
+			a.state[i] = duplicate
+			continue
+		}
+		a.index[spans[i].SpanID] = int32(i)
+	}
+}
+
+// find returns the index of the first span with ID id, or -1.
+func (a *Analyzer) find(id pcommon.SpanID) int32 {
+	spans := a.tr.Spans
+	if len(spans) <= smallTrace {
+		for j := range spans {
+			if spans[j].SpanID == id {
+				return int32(j)
+			}
+		}
+		return -1
+	}
+	if j, ok := a.index[id]; ok {
+		return j
+	}
+	return -1
 }
 
 // enclosingRequests sets encl for every span, walking parents with memo.
