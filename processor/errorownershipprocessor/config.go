@@ -39,6 +39,9 @@ type Config struct {
 	// EngineConfig holds the classification, edge_model and attributes keys.
 	EngineConfig `mapstructure:",squash"`
 
+	// Hints configures the ownership hints endpoint; off without an endpoint.
+	Hints HintsConfig `mapstructure:"hints"`
+
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
@@ -76,6 +79,6 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("flush_interval: %v must be positive, such as 30s", c.FlushInterval))
 	}
 	engine := c.Engine()
-	errs = append(errs, engine.Validate())
+	errs = append(errs, engine.Validate(), c.Hints.validate())
 	return errors.Join(errs...)
 }

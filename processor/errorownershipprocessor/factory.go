@@ -28,6 +28,7 @@ func createDefaultConfig() component.Config {
 		MaxSpans:      defaultMaxSpans,
 		FlushInterval: defaultFlushInterval,
 		EngineConfig:  EngineConfig(dependencyanalysis.DefaultConfig()),
+		Hints:         defaultHintsConfig(),
 	}
 }
 

@@ -33,6 +33,11 @@ func TestCreateDefaultConfig(t *testing.T) {
 	cfg := NewFactory().CreateDefaultConfig()
 	require.NoError(t, componenttest.CheckConfigStruct(cfg))
 	require.NoError(t, cfg.(*Config).Validate())
+	hints := cfg.(*Config).Hints
+	assert.Empty(t, hints.NetAddr.Endpoint, "hints are off until an endpoint is set")
+	assert.Equal(t, 30*time.Second, hints.TTL)
+	assert.Equal(t, time.Second, hints.Refresh)
+	assert.Equal(t, RetryBudgetConfig{Ratio: 0.1, MinRetriesPerSecond: 10}, hints.RetryBudget)
 	assert.Equal(t, &Config{
 		DecisionWait:  5 * time.Second,
 		MaxTraces:     50_000,
@@ -40,6 +45,7 @@ func TestCreateDefaultConfig(t *testing.T) {
 		NumWorkers:    0,
 		FlushInterval: 30 * time.Second,
 		EngineConfig:  EngineConfig(dependencyanalysis.DefaultConfig()),
+		Hints:         hints,
 	}, cfg)
 }
 

@@ -103,7 +103,7 @@ func singleSpans(first uint64, n int) ptrace.Traces {
 
 // newTestProcessor builds the processor through its factory, with its
 // telemetry recorded in tt, and starts it.
-func newTestProcessor(t *testing.T, tt *componenttest.Telemetry, cfg *Config, next consumer.Traces) (processor.Traces, *ownershipProcessor) {
+func newTestProcessor(t testing.TB, tt *componenttest.Telemetry, cfg *Config, next consumer.Traces) (processor.Traces, *ownershipProcessor) {
 	t.Helper()
 	set := metadatatest.NewSettings(tt)
 	p, err := newOwnershipProcessor(set, cfg)
@@ -124,7 +124,7 @@ func testConfig(mutate func(*Config)) *Config {
 }
 
 // counter reads an Int64 counter's value for attrs; 0 if never recorded.
-func counter(t *testing.T, tt *componenttest.Telemetry, name string, attrs ...attribute.KeyValue) int64 {
+func counter(t testing.TB, tt *componenttest.Telemetry, name string, attrs ...attribute.KeyValue) int64 {
 	t.Helper()
 	m, err := tt.GetMetric("otelcol_processor_errorownership_" + name)
 	if err != nil {

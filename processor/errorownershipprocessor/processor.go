@@ -2,6 +2,7 @@ package errorownershipprocessor // import "github.com/errorownership/errorowners
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -50,6 +51,9 @@ type ownershipProcessor struct {
 	scratch sync.Pool
 	// sink receives the statistics; nil until the store is wired in.
 	sink Sink
+	// hints serves the ownership hints; nil when hints.endpoint is empty.
+	hints     *hintsServer
+	set       component.TelemetrySettings
 
 	lifecycle   sync.Mutex
 	started     bool
@@ -114,6 +118,10 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 		stopFlush:   make(chan struct{}),
 		merged:      newStats(),
 		bucketStart: time.Now(),
+	}
+	p.set = set.TelemetrySettings
+	if cfg.Hints.NetAddr.Endpoint != "" {
+		p.hints = newHintsServer(cfg.Hints, modelEdges{model: p.model, symbols: p.symbols}, set.Logger)
 	}
 	p.scratch.New = func() any {
 		return &scratch{ex: dependencyanalysis.NewExtractor(engine, p.symbols)}
@@ -214,12 +222,17 @@ func (p *ownershipProcessor) recovered(ctx context.Context, doing string, r any)
 		zap.String("while", doing), zap.String("panic", fmt.Sprint(r)), zap.Stack("stack"))
 }
 
-// start launches the workers and the flush ticker.
-func (p *ownershipProcessor) start(context.Context, component.Host) error {
+// start launches the workers, the flush ticker and the hints server.
+func (p *ownershipProcessor) start(ctx context.Context, host component.Host) error {
 	p.lifecycle.Lock()
 	defer p.lifecycle.Unlock()
 	if p.started || p.stopped.Load() {
 		return nil
+	}
+	if p.hints != nil {
+		if err := p.hints.start(ctx, host, p.set); err != nil {
+			return err
+		}
 	}
 	p.started = true
 	for _, w := range p.workers {
@@ -246,6 +259,10 @@ func (p *ownershipProcessor) shutdown(ctx context.Context) error {
 	if p.stopped.Swap(true) {
 		return nil
 	}
+	var hintsErr error
+	if p.hints != nil {
+		hintsErr = p.hints.shutdown(ctx)
+	}
 	for _, s := range p.buffer.shards {
 		s.close()
 	}
@@ -271,7 +288,7 @@ func (p *ownershipProcessor) shutdown(ctx context.Context) error {
 	}
 	p.flush(ctx)
 	p.telemetry.Shutdown()
-	return err
+	return errors.Join(err, hintsErr)
 }
 
 // loop calls work until it returns. A panic in the buffer code is

@@ -1,0 +1,341 @@
+package errorownershipprocessor // import "github.com/errorownership/errorownership/processor/errorownershipprocessor"
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/confighttp"
+	"go.uber.org/zap"
+
+	"github.com/errorownership/errorownership/dependencyanalysis"
+	"github.com/errorownership/errorownership/hooks"
+	"github.com/errorownership/errorownership/hooks/hints"
+)
+
+// HintsConfig configures the ownership hints endpoint, GET /v1/hints?service=NAME.
+type HintsConfig struct {
+	// ServerConfig is the HTTP server: endpoint, TLS, auth (the collector's
+	// authenticator extensions), CORS… An empty endpoint turns hints off.
+	confighttp.ServerConfig `mapstructure:",squash"`
+	// TTL is how long a service may use the hints before it asks again
+	// (the body's ttl_seconds and Cache-Control max-age).
+	TTL time.Duration `mapstructure:"ttl"`
+	// Refresh is how long the processor reuses the hints it computed for a
+	// service, so that a thousand callers cost one model read a second.
+	Refresh time.Duration `mapstructure:"refresh"`
+	// RetryBudget is the budget every service is told to keep.
+	RetryBudget RetryBudgetConfig `mapstructure:"retry_budget"`
+}
+
+// RetryBudgetConfig is a retry budget's limits.
+type RetryBudgetConfig struct {
+	// Ratio is retries allowed per request, in [0, 1].
+	Ratio float64 `mapstructure:"ratio"`
+	// MinRetriesPerSecond is a floor of retries always allowed, so that a
+	// service with little traffic can still retry.
+	MinRetriesPerSecond float64 `mapstructure:"min_retries_per_second"`
+}
+
+func defaultHintsConfig() HintsConfig {
+	server := confighttp.NewDefaultServerConfig()
+	server.NetAddr.Endpoint = "" // off until asked for: a processor opens no port by surprise
+	limits := hooks.DefaultLimits()
+	return HintsConfig{
+		ServerConfig: server,
+		TTL:          30 * time.Second,
+		Refresh:      time.Second,
+		RetryBudget:  RetryBudgetConfig{Ratio: limits.Ratio, MinRetriesPerSecond: limits.MinPerSecond},
+	}
+}
+
+// validate reports the problems of the hints section, each naming its key.
+// It is not Validate so that the collector, which walks the configuration
+// calling every Validate, does not report them twice: Config.Validate does.
+func (c *HintsConfig) validate() error {
+	var errs []error
+	if c.TTL < time.Second {
+		errs = append(errs, fmt.Errorf("hints.ttl: %v must be at least 1s, such as 30s", c.TTL))
+	}
+	if c.Refresh <= 0 || c.Refresh > c.TTL {
+		errs = append(errs, fmt.Errorf("hints.refresh: %v must be positive and at most hints.ttl (%v), such as 1s", c.Refresh, c.TTL))
+	}
+	if r := c.RetryBudget.Ratio; !(r >= 0 && r <= 1) {
+		errs = append(errs, fmt.Errorf("hints.retry_budget.ratio: %v must be between 0 and 1, such as 0.1", r))
+	}
+	if m := c.RetryBudget.MinRetriesPerSecond; !(m >= 0) {
+		errs = append(errs, fmt.Errorf("hints.retry_budget.min_retries_per_second: %v must not be negative", m))
+	}
+	return errors.Join(errs...)
+}
+
+// edgeSource gives one service's learned edges, merged from wherever the
+// model lives: this processor's own model, or the store every replica
+// writes to.
+type edgeSource interface {
+	edgesFor(ctx context.Context, service string) ([]hints.Edge, error)
+}
+
+// modelEdges reads this processor's own edge model.
+type modelEdges struct {
+	model   *dependencyanalysis.EdgeModel
+	symbols *dependencyanalysis.Symbols
+	conf    float64
+}
+
+func (m modelEdges) edgesFor(_ context.Context, service string) ([]hints.Edge, error) {
+	var out []hints.Edge
+	m.model.Edges(func(k dependencyanalysis.EdgeKey, est dependencyanalysis.Estimate) {
+		if m.symbols.Name(k.Service) != service {
+			return
+		}
+		out = append(out, hintEdge(m.symbols.Name(k.Operation), m.symbols.Name(k.PeerService), m.symbols.Name(k.PeerOperation), est))
+	})
+	return out, nil
+}
+
+// hintEdge turns an estimate into the hints' form. Confidence is the bound
+// the mode rests on: for fail_close the lower bound of P(request fails |
+// call failed), for fail_open one minus its upper bound; 0 when unknown.
+func hintEdge(op, peer, peerOp string, est dependencyanalysis.Estimate) hints.Edge {
+	e := hints.Edge{Operation: op, PeerService: peer, PeerOperation: peerOp, Samples: int64(est.Counts.CallFailed + 0.5)}
+	switch est.Mode {
+	case dependencyanalysis.ModeFailClose:
+		e.Mode, e.Confidence = hooks.ModeFailClose, est.Lower
+	case dependencyanalysis.ModeFailOpen:
+		e.Mode, e.Confidence = hooks.ModeFailOpen, 1-est.Upper
+	default:
+		e.Mode = hooks.ModeUnknown
+	}
+	e.Confidence = float64(int64(e.Confidence*1e4+0.5)) / 1e4
+	return e
+}
+
+// maxServiceName bounds the service parameter: service names are short,
+// and the cache must not be filled with junk.
+const maxServiceName = 255
+
+// maxCachedServices bounds the cache; past it the cache starts afresh.
+const maxCachedServices = 10_000
+
+// hintsServer serves the hints from an edgeSource, caching each service's
+// answer for a refresh period.
+type hintsServer struct {
+	cfg    HintsConfig
+	source edgeSource
+	logger *zap.Logger
+	now    func() time.Time
+
+	mu    sync.RWMutex
+	cache map[string]*hintsAnswer
+
+	srv     *http.Server
+	serving sync.WaitGroup
+}
+
+// hintsAnswer is one service's encoded hints, with its header values
+// ready, so that serving from the cache allocates next to nothing.
+type hintsAnswer struct {
+	body    []byte
+	etag    string
+	expires time.Time
+	headers http.Header
+}
+
+func newHintsServer(cfg HintsConfig, source edgeSource, logger *zap.Logger) *hintsServer {
+	return &hintsServer{cfg: cfg, source: source, logger: logger, now: time.Now, cache: make(map[string]*hintsAnswer)}
+}
+
+// start listens on the configured endpoint.
+func (h *hintsServer) start(ctx context.Context, host component.Host, set component.TelemetrySettings) error {
+	ln, err := h.cfg.ToListener(ctx)
+	if err != nil {
+		return fmt.Errorf("hints: cannot listen on %q: %w", h.cfg.NetAddr.Endpoint, err)
+	}
+	h.srv, err = h.cfg.ToServer(ctx, host.GetExtensions(), set, h)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("hints: %w", err)
+	}
+	h.serving.Add(1)
+	go func() {
+		defer h.serving.Done()
+		if err := h.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			h.logger.Error("The ownership hints server stopped", zap.Error(err))
+		}
+	}()
+	h.logger.Info("Serving ownership hints", zap.String("endpoint", ln.Addr().String()), zap.String("path", hints.Path))
+	return nil
+}
+
+// shutdown stops the server and waits for it.
+func (h *hintsServer) shutdown(ctx context.Context) error {
+	if h.srv == nil {
+		return nil
+	}
+	err := h.srv.Shutdown(ctx)
+	h.serving.Wait()
+	return err
+}
+
+// ServeHTTP answers GET /v1/hints?service=NAME.
+func (h *hintsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != hints.Path {
+		httpError(w, http.StatusNotFound, "no such path: hints are at "+hints.Path+"?service=NAME")
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		httpError(w, http.StatusMethodNotAllowed, "use GET")
+		return
+	}
+	service, ok := serviceParam(r.URL.RawQuery)
+	switch {
+	case !ok:
+		httpError(w, http.StatusBadRequest, "the query string is malformed: ask for "+hints.Path+"?service=NAME")
+		return
+	case service == "":
+		httpError(w, http.StatusBadRequest, "the service query parameter is missing: ask for "+hints.Path+"?service=NAME")
+		return
+	case len(service) > maxServiceName:
+		httpError(w, http.StatusBadRequest, "the service query parameter is longer than "+strconv.Itoa(maxServiceName)+" bytes")
+		return
+	}
+	ans, err := h.answer(r.Context(), service)
+	if err != nil {
+		h.logger.Warn("Cannot compute ownership hints", zap.String("service", service), zap.Error(err))
+		httpError(w, http.StatusServiceUnavailable, "the edge model cannot be read now; keep the last hints or the safe defaults")
+		return
+	}
+	hdr := w.Header()
+	hdr["Etag"] = ans.headers["Etag"]
+	hdr["Cache-Control"] = ans.headers["Cache-Control"]
+	if etagMatches(r.Header["If-None-Match"], ans.etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	hdr["Content-Type"] = ans.headers["Content-Type"]
+	hdr["Content-Length"] = ans.headers["Content-Length"]
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodGet {
+		_, _ = w.Write(ans.body)
+	}
+}
+
+// answer returns the service's hints, computing them at most once a refresh period.
+func (h *hintsServer) answer(ctx context.Context, service string) (*hintsAnswer, error) {
+	now := h.now()
+	h.mu.RLock()
+	ans := h.cache[service]
+	h.mu.RUnlock()
+	if ans != nil && now.Before(ans.expires) {
+		return ans, nil
+	}
+	edges, err := h.source.edgesFor(ctx, service)
+	if err != nil {
+		return nil, err
+	}
+	ans, err = h.encode(service, edges, now)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	if len(h.cache) >= maxCachedServices {
+		clear(h.cache)
+	}
+	h.cache[service] = ans
+	h.mu.Unlock()
+	return ans, nil
+}
+
+func (h *hintsServer) encode(service string, edges []hints.Edge, now time.Time) (*hintsAnswer, error) {
+	slices.SortFunc(edges, func(a, b hints.Edge) int {
+		return cmp.Or(strings.Compare(a.Operation, b.Operation), strings.Compare(a.PeerService, b.PeerService),
+			strings.Compare(a.PeerOperation, b.PeerOperation))
+	})
+	if edges == nil {
+		edges = []hints.Edge{}
+	}
+	doc := hints.Hints{
+		Version:     hints.Version,
+		Service:     service,
+		TTLSeconds:  int(h.cfg.TTL / time.Second),
+		RetryBudget: &hints.RetryBudget{Ratio: h.cfg.RetryBudget.Ratio, MinRetriesPerSecond: h.cfg.RetryBudget.MinRetriesPerSecond},
+		Edges:       edges,
+	}
+	// The ETag covers what a client acts on, not when it was computed, so
+	// that unchanged hints answer 304 however often they are recomputed.
+	stable, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(stable)
+	doc.GeneratedAt = now.UTC()
+	body, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	etag := `W/"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`
+	return &hintsAnswer{
+		body:    body,
+		etag:    etag,
+		expires: now.Add(h.cfg.Refresh),
+		headers: http.Header{
+			"Etag":           {etag},
+			"Cache-Control":  {"max-age=" + strconv.Itoa(int(h.cfg.TTL/time.Second))},
+			"Content-Type":   {"application/json"},
+			"Content-Length": {strconv.Itoa(len(body))},
+		},
+	}, nil
+}
+
+// serviceParam finds the service parameter in a raw query string without
+// building the map url.ParseQuery would; ok is false for a malformed escape.
+func serviceParam(raw string) (service string, ok bool) {
+	for part := range strings.SplitSeq(raw, "&") {
+		k, v, _ := strings.Cut(part, "=")
+		if k != "service" {
+			continue
+		}
+		if strings.ContainsAny(v, "%+") {
+			var err error
+			if v, err = url.QueryUnescape(v); err != nil {
+				return "", false
+			}
+		}
+		return v, true
+	}
+	return "", true
+}
+
+// etagMatches implements If-None-Match's weak comparison.
+func etagMatches(values []string, etag string) bool {
+	for _, v := range values {
+		for tag := range strings.SplitSeq(v, ",") {
+			tag = strings.TrimSpace(tag)
+			if tag == "*" || strings.TrimPrefix(tag, "W/") == strings.TrimPrefix(etag, "W/") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func httpError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+

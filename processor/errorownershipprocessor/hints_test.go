@@ -1,0 +1,285 @@
+package errorownershipprocessor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+
+	"github.com/errorownership/errorownership/hooks"
+	"github.com/errorownership/errorownership/hooks/hints"
+)
+
+func freeEndpoint(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// hintsProcessor starts a processor serving hints on a free loopback port,
+// feeds it the coincidental scenario and waits until it analysed it all.
+func hintsProcessor(t testing.TB, mutate func(*Config)) (base string) {
+	t.Helper()
+	endpoint := freeEndpoint(t)
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
+	cfg := testConfig(func(c *Config) {
+		c.DecisionWait = 10 * time.Millisecond
+		c.Hints.NetAddr.Endpoint = endpoint
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+	proc, _ := newTestProcessor(t, tt, cfg, new(consumertest.TracesSink))
+	ctx := context.Background()
+	require.NoError(t, proc.Start(ctx, componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, proc.Shutdown(ctx)) })
+	batches := readScenario(t, filepath.Join("..", "..", "testdata", "scenarios", "coincidental.json"))
+	for _, td := range batches {
+		require.NoError(t, proc.ConsumeTraces(ctx, td))
+	}
+	require.Eventually(t, func() bool { return counter(t, tt, "traces_analyzed") == int64(len(batches)) },
+		10*time.Second, 10*time.Millisecond)
+	return "http://" + endpoint
+}
+
+func TestHintsEndpoint(t *testing.T) {
+	base := hintsProcessor(t, nil)
+
+	res, err := http.Get(base + hints.Path + "?service=checkout")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode, "%s", body)
+	assert.Equal(t, "application/json", res.Header.Get("Content-Type"))
+	assert.Equal(t, "max-age=30", res.Header.Get("Cache-Control"))
+	etag := res.Header.Get("ETag")
+	require.NotEmpty(t, etag)
+
+	var doc hints.Hints
+	require.NoError(t, json.Unmarshal(body, &doc))
+	assert.Equal(t, hints.Version, doc.Version)
+	assert.Equal(t, "checkout", doc.Service)
+	assert.Equal(t, 30, doc.TTLSeconds)
+	assert.Equal(t, &hints.RetryBudget{Ratio: 0.1, MinRetriesPerSecond: 10}, doc.RetryBudget)
+	assert.WithinDuration(t, time.Now(), doc.GeneratedAt, time.Minute)
+	modes := map[string]hooks.Mode{}
+	for _, e := range doc.Edges {
+		assert.Equal(t, "POST /checkout", e.Operation)
+		modes[e.PeerService] = e.Mode
+		if e.Mode != hooks.ModeUnknown {
+			assert.Greater(t, e.Confidence, 0.8, "%s", e.PeerService)
+			assert.Positive(t, e.Samples)
+		}
+	}
+	assert.Equal(t, map[string]hooks.Mode{"recommendations": hooks.ModeFailOpen, "payments": hooks.ModeFailClose}, modes)
+
+	// The same hints again: 304 with the same ETag.
+	req, _ := http.NewRequest(http.MethodGet, base+hints.Path+"?service=checkout", nil)
+	req.Header.Set("If-None-Match", `"other", `+etag)
+	res, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	assert.Equal(t, http.StatusNotModified, res.StatusCode)
+	assert.Equal(t, etag, res.Header.Get("ETag"))
+
+	// A service nobody saw gets empty hints, not an error: every edge unknown.
+	res, err = http.Get(base + hints.Path + "?service=nobody")
+	require.NoError(t, err)
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&doc))
+	res.Body.Close()
+	assert.Equal(t, http.StatusOK, res.StatusCode)
+	assert.Empty(t, doc.Edges)
+	assert.NotEqual(t, etag, res.Header.Get("ETag"))
+}
+
+func TestHintsBadRequests(t *testing.T) {
+	base := hintsProcessor(t, nil)
+	tests := []struct {
+		name, method, path string
+		code               int
+		says               string
+	}{
+		{"no service", http.MethodGet, hints.Path, http.StatusBadRequest, "the service query parameter is missing"},
+		{"empty service", http.MethodGet, hints.Path + "?service=", http.StatusBadRequest, "the service query parameter is missing"},
+		{"service too long", http.MethodGet, hints.Path + "?service=" + strings.Repeat("x", 300), http.StatusBadRequest, "longer than 255 bytes"},
+		{"wrong method", http.MethodPost, hints.Path + "?service=checkout", http.StatusMethodNotAllowed, "use GET"},
+		{"wrong path", http.MethodGet, "/v2/hints?service=checkout", http.StatusNotFound, "hints are at /v1/hints?service=NAME"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, base+tt.path, nil)
+			res, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer res.Body.Close()
+			assert.Equal(t, tt.code, res.StatusCode)
+			var e map[string]string
+			require.NoError(t, json.NewDecoder(res.Body).Decode(&e))
+			assert.Contains(t, e["error"], tt.says)
+		})
+	}
+}
+
+// TestHintsReachTheHooks reads the endpoint with the hooks' own client: the
+// edge learned fail-open from traffic is what the hooks see.
+func TestHintsReachTheHooks(t *testing.T) {
+	base := hintsProcessor(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := hints.New(base, "checkout")
+	_, err := c.Refresh(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, hooks.ModeFailOpen, c.Mode("POST /checkout", "recommendations", "GET /recommendations"))
+	assert.Equal(t, hooks.ModeFailClose, c.Mode("POST /checkout", "payments", "POST /payments"))
+	assert.Equal(t, hooks.ModeFailOpen, c.Mode("", "recommendations", ""), "by peer alone")
+}
+
+func TestHintsConfigValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*HintsConfig)
+		want   string
+	}{
+		{"defaults", func(*HintsConfig) {}, ""},
+		{"ttl too short", func(h *HintsConfig) { h.TTL = 0 }, "hints.ttl: 0s must be at least 1s"},
+		{"refresh above ttl", func(h *HintsConfig) { h.Refresh = time.Hour }, "hints.refresh: 1h0m0s must be positive and at most hints.ttl"},
+		{"ratio", func(h *HintsConfig) { h.RetryBudget.Ratio = 1.5 }, "hints.retry_budget.ratio: 1.5 must be between 0 and 1"},
+		{"floor", func(h *HintsConfig) { h.RetryBudget.MinRetriesPerSecond = -1 }, "hints.retry_budget.min_retries_per_second: -1 must not be negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := createDefaultConfig().(*Config)
+			tt.mutate(&cfg.Hints)
+			err := cfg.Validate()
+			if tt.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorContains(t, err, tt.want)
+		})
+	}
+}
+
+func TestHintsPortTaken(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	tt := componenttest.NewTelemetry()
+	defer tt.Shutdown(context.Background())
+	proc, _ := newTestProcessor(t, tt, testConfig(func(c *Config) { c.Hints.NetAddr.Endpoint = l.Addr().String() }), new(consumertest.TracesSink))
+	err = proc.Start(context.Background(), componenttest.NewNopHost())
+	require.ErrorContains(t, err, fmt.Sprintf("hints: cannot listen on %q", l.Addr().String()))
+	require.NoError(t, proc.Shutdown(context.Background()))
+}
+
+// BenchmarkHintsEndpoint loads the endpoint over loopback from 64
+// keep-alive connections, the load generator in the same process:
+//   - saturated: each connection sends its next request as soon as the last
+//     answered; reports the requests per second the endpoint sustains;
+//   - at-10k-rps: the connections share an offered load of 10,000 requests
+//     per second for two seconds, each request sent at its scheduled time;
+//     reports the rate achieved and the 99th percentile latency, measured
+//     from the scheduled time so that a stall is not hidden.
+//
+// Targets (issue 5): ≥ 10,000 requests/s with p99 ≤ 5 ms.
+func BenchmarkHintsEndpoint(b *testing.B) {
+	const conns = 64
+	base := hintsProcessor(b, nil)
+	url := base + hints.Path + "?service=checkout"
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}
+	get := func() {
+		res, err := client.Get(url)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			b.Errorf("status %d", res.StatusCode)
+		}
+	}
+
+	b.Run("saturated", func(b *testing.B) {
+		work := make(chan struct{}, conns)
+		var wg sync.WaitGroup
+		for range conns {
+			wg.Go(func() {
+				for range work {
+					get()
+				}
+			})
+		}
+		b.ResetTimer()
+		for range b.N {
+			work <- struct{}{}
+		}
+		close(work)
+		wg.Wait()
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+	})
+
+	b.Run("at-10k-rps", func(b *testing.B) {
+		const rate, period = 10_000, 2 * time.Second
+		interval := time.Second * conns / rate // per connection
+		var p99, achieved float64
+		for range b.N {
+			latencies := make([][]time.Duration, conns)
+			start := time.Now().Add(10 * time.Millisecond)
+			var wg sync.WaitGroup
+			for c := range conns {
+				wg.Go(func() {
+					// Connections start staggered so that requests spread evenly.
+					for at := start.Add(interval * time.Duration(c) / conns); at.Before(start.Add(period)); at = at.Add(interval) {
+						time.Sleep(time.Until(at))
+						get()
+						latencies[c] = append(latencies[c], time.Since(at))
+					}
+				})
+			}
+			wg.Wait()
+			var all []time.Duration
+			for _, l := range latencies {
+				all = append(all, l...)
+			}
+			slices.Sort(all)
+			p99 = float64(all[len(all)*99/100]) / float64(time.Millisecond)
+			achieved = float64(len(all)) / time.Since(start).Seconds()
+		}
+		b.ReportMetric(achieved, "req/s")
+		b.ReportMetric(p99, "p99-ms")
+	})
+}
+
+func TestServiceParam(t *testing.T) {
+	tests := []struct {
+		raw, want string
+		ok        bool
+	}{
+		{"service=checkout", "checkout", true},
+		{"a=1&service=check%20out", "check out", true},
+		{"service=a+b", "a b", true},
+		{"other=1", "", true},
+		{"service=%zz", "", false},
+	}
+	for _, tt := range tests {
+		got, ok := serviceParam(tt.raw)
+		assert.Equal(t, tt.want, got, tt.raw)
+		assert.Equal(t, tt.ok, ok, tt.raw)
+	}
+}
