@@ -52,8 +52,8 @@ type ownershipProcessor struct {
 	// sink receives the statistics; nil until the store is wired in.
 	sink Sink
 	// hints serves the ownership hints; nil when hints.endpoint is empty.
-	hints     *hintsServer
-	set       component.TelemetrySettings
+	hints *hintsServer
+	set   component.TelemetrySettings
 
 	lifecycle   sync.Mutex
 	started     bool
