@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/errorownership/errorownership/hooks"
 	"github.com/errorownership/errorownership/hooks/hints"
+	"github.com/errorownership/errorownership/hooks/hookshttp"
 )
 
 func freeEndpoint(t testing.TB) string {
@@ -282,4 +284,64 @@ func TestServiceParam(t *testing.T) {
 		assert.Equal(t, tt.want, got, tt.raw)
 		assert.Equal(t, tt.ok, ok, tt.raw)
 	}
+}
+
+// TestLearnedFailOpenEdgeTurnsUnclaimIntoClaim is issue 5's acceptance: the
+// processor learns from traffic that checkout tolerates recommendations
+// failing; a checkout service with the hooks and the hints from this
+// processor then claims an error of its own that happened while
+// recommendations also failed (coincidental), where without the hints it
+// would have unclaimed it (an unknown edge counts as fail-close).
+func TestLearnedFailOpenEdgeTurnsUnclaimIntoClaim(t *testing.T) {
+	base := hintsProcessor(t, nil)
+
+	recommendations := httptest.NewServer(hookshttp.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "model server down", http.StatusInternalServerError)
+	})))
+	defer recommendations.Close()
+
+	checkout := func(h hooks.HintSource) *httptest.Server {
+		opts := []hookshttp.Option{
+			hookshttp.WithPeerService(func(*http.Request) string { return "recommendations" }),
+			hookshttp.WithPeerOperation(func(*http.Request) string { return "GET /recommendations" }),
+		}
+		if h != nil {
+			opts = append(opts, hookshttp.WithHints(h))
+		}
+		client := &http.Client{Transport: hookshttp.Transport(http.DefaultTransport, opts...)}
+		mux := http.NewServeMux()
+		mux.HandleFunc("POST /checkout", func(w http.ResponseWriter, r *http.Request) {
+			req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, recommendations.URL+"/recommendations", nil)
+			if res, err := client.Do(req); err == nil {
+				res.Body.Close()
+			}
+			// Recommendations are optional; checkout fails for a reason of its own.
+			http.Error(w, "cart total does not add up", http.StatusInternalServerError)
+		})
+		var mwOpts []hookshttp.Option
+		if h != nil {
+			mwOpts = append(mwOpts, hookshttp.WithHints(h))
+		}
+		return httptest.NewServer(hookshttp.Middleware(mux, mwOpts...))
+	}
+	claimOf := func(srv *httptest.Server) string {
+		res, err := http.Post(srv.URL+"/checkout", "text/plain", nil)
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Equal(t, http.StatusInternalServerError, res.StatusCode)
+		return res.Header.Get("Error-Claim")
+	}
+
+	without := checkout(nil)
+	defer without.Close()
+	assert.Equal(t, "unclaimed", claimOf(without), "without hints the failed call counts as fail-close")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := hints.New(base, "checkout")
+	_, err := h.Refresh(ctx)
+	require.NoError(t, err)
+	with := checkout(h)
+	defer with.Close()
+	assert.Equal(t, "claimed", claimOf(with), "the learned fail-open edge makes it coincidental")
 }
