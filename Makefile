@@ -6,8 +6,9 @@ BUILDER  ?= $(GOBIN)/builder
 OTELCOL  := bin/otelcol-errorownership
 PKGS     ?= ./...
 BENCHTIME ?= 1s
+DB_DIR   ?= .db
 
-.PHONY: all build test lint bench fuzz demo otelcol run clean
+.PHONY: all build test lint bench fuzz demo otelcol run clean db db-stop
 
 all: lint build test
 
@@ -36,6 +37,14 @@ demo:
 		echo "=== $$s: $$(sed -n 's/.*"story": "\(.*\)",/\1/p' testdata/scenarios/$$s.expected.json | cut -c1-160)…"; \
 		$(GO) run ./cmd/errorownership analyze --max-verdicts 5 testdata/scenarios/$$s.json || exit 1; \
 	done
+
+## db: start a local PostgreSQL for development in $(DB_DIR) (unix socket only) and print its DSN
+db:
+	$(GO) run ./store/pgtest/cmd/pgcluster start $(DB_DIR)
+
+## db-stop: stop the local PostgreSQL (its data stays in $(DB_DIR))
+db-stop:
+	$(GO) run ./store/pgtest/cmd/pgcluster stop $(DB_DIR)
 
 ## fuzz: a short run of the analysis fuzzer
 fuzz:

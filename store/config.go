@@ -1,0 +1,173 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Config configures the store. The processor embeds it under the key
+// "store", so its field tags are collector configuration keys.
+type Config struct {
+	// DSN is the PostgreSQL connection string, as a URL
+	// (postgres://user@host:5432/db) or keyword/value pairs. Empty uses the
+	// standard PG* environment variables (PGHOST, PGUSER …), as libpq does;
+	// a password is best given by PGPASSWORD or ~/.pgpass, not in the file.
+	DSN string `mapstructure:"dsn"`
+	// MaxPendingRows bounds the rows queued for writing while the database
+	// is slow or down; past it the oldest flushes are dropped and counted.
+	MaxPendingRows int `mapstructure:"max_pending_rows"`
+	// Retention is how long statistics and audit entries are kept; older
+	// daily partitions are dropped every hour. Zero keeps everything.
+	Retention time.Duration `mapstructure:"retention"`
+	// Bucket is the width of the time buckets flushes are summed into. It
+	// must divide a day, so that no bucket straddles two daily partitions.
+	Bucket time.Duration `mapstructure:"bucket"`
+	// AuditPerServicePerMinute bounds the coincidental-error audit entries
+	// kept per service and minute (of the entries' own time), on top of the
+	// engine's per-flush limit. Zero means no limit.
+	AuditPerServicePerMinute int `mapstructure:"audit_per_service_per_minute"`
+	// HalfLife is how fast old buckets fade when the edge model is read
+	// from the store. Zero weighs every bucket in the window fully.
+	HalfLife time.Duration `mapstructure:"half_life"`
+	// WriteTimeout bounds one attempt at writing a flush, so that a database
+	// that stopped answering cannot hold the writer forever.
+	WriteTimeout time.Duration `mapstructure:"write_timeout"`
+}
+
+// DefaultConfig returns the defaults: PG* environment variables, 1,000,000
+// pending rows, 30 days' retention, one-minute buckets, 100 audit entries per
+// service per minute, a 10-minute half-life and 1-minute write timeout.
+func DefaultConfig() Config {
+	return Config{
+		MaxPendingRows:           1_000_000,
+		Retention:                30 * 24 * time.Hour,
+		Bucket:                   time.Minute,
+		AuditPerServicePerMinute: 100,
+		HalfLife:                 10 * time.Minute,
+		WriteTimeout:             time.Minute,
+	}
+}
+
+// Validate reports every problem in the configuration, each naming its key
+// and the fix. Errors never include a password.
+func (c *Config) Validate() error {
+	var errs []error
+	if _, err := pgconn.ParseConfig(c.DSN); err != nil {
+		errs = append(errs, fmt.Errorf("store.dsn: %s cannot be parsed (%s); use postgres://user@host:5432/dbname or host=... dbname=... pairs", redactDSN(c.DSN), parseProblem(c.DSN, err)))
+	}
+	if c.MaxPendingRows < 1 {
+		errs = append(errs, fmt.Errorf("store.max_pending_rows: %d must be at least 1, such as 1000000", c.MaxPendingRows))
+	}
+	if c.Retention < 0 {
+		errs = append(errs, fmt.Errorf("store.retention: %v must not be negative; use 0 to keep everything", c.Retention))
+	} else if c.Retention > 0 && c.Retention < 24*time.Hour {
+		errs = append(errs, fmt.Errorf("store.retention: %v is shorter than the daily partitions; use at least 24h, or 0 to keep everything", c.Retention))
+	}
+	switch {
+	case c.Bucket < time.Second:
+		errs = append(errs, fmt.Errorf("store.bucket: %v must be at least 1s, such as 1m", c.Bucket))
+	case c.Bucket > time.Hour || (24*time.Hour)%c.Bucket != 0:
+		errs = append(errs, fmt.Errorf("store.bucket: %v must divide a day and be at most 1h, such as 1m or 5m", c.Bucket))
+	}
+	if c.AuditPerServicePerMinute < 0 {
+		errs = append(errs, fmt.Errorf("store.audit_per_service_per_minute: %d must not be negative; use 0 for no limit", c.AuditPerServicePerMinute))
+	}
+	if c.HalfLife < 0 {
+		errs = append(errs, fmt.Errorf("store.half_life: %v must not be negative; use 0 to weigh every bucket fully", c.HalfLife))
+	}
+	if c.WriteTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("store.write_timeout: %v must be positive, such as 1m", c.WriteTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// redactDSN describes a connection string by its host, port, database and
+// user only, so that it can appear in logs and errors: passwords and other
+// parameters never do.
+func redactDSN(dsn string) string {
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return "(unparseable dsn)"
+	}
+	// Several hosts come as fallbacks, repeated once per TLS mode tried;
+	// list each host and port once, libpq style.
+	type hostPort struct {
+		host string
+		port uint16
+	}
+	seen := map[hostPort]bool{{cfg.Host, cfg.Port}: true}
+	hosts, ports := []string{cfg.Host}, []string{strconv.Itoa(int(cfg.Port))}
+	for _, fb := range cfg.Fallbacks {
+		if hp := (hostPort{fb.Host, fb.Port}); !seen[hp] {
+			seen[hp] = true
+			hosts, ports = append(hosts, fb.Host), append(ports, strconv.Itoa(int(fb.Port)))
+		}
+	}
+	return fmt.Sprintf("host=%s port=%s dbname=%s user=%s", strings.Join(hosts, ","), strings.Join(ports, ","), cfg.Database, cfg.User)
+}
+
+// secretPatterns find what may be a password in a connection string:
+// password=... (quoted or not) and the password of URL user information.
+var secretPatterns = []*regexp.Regexp{
+	regexp.MustCompile(`password\s*=\s*'(?:[^'\\]|\\.)*'`),
+	regexp.MustCompile(`password\s*=\s*[^\s']+`),
+	regexp.MustCompile(`[?&]password=[^&#\s]*`),
+}
+
+// parseProblem says why dsn could not be parsed without repeating the
+// connection string: the parse error's own text may quote all of it.
+func parseProblem(dsn string, err error) string {
+	// The innermost cause names the problem ("invalid port"); the wrappers
+	// add the connection string.
+	for {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+			continue
+		}
+		inner := errors.Unwrap(err)
+		if inner == nil {
+			break
+		}
+		err = inner
+	}
+	msg := err.Error()
+	for _, s := range secrets(dsn) {
+		msg = strings.ReplaceAll(msg, s, "xxxxx")
+	}
+	return msg
+}
+
+// secrets returns the substrings of dsn that may be passwords.
+func secrets(dsn string) []string {
+	var out []string
+	for _, re := range secretPatterns {
+		for _, m := range re.FindAllString(dsn, -1) {
+			if _, v, ok := strings.Cut(m, "="); ok && strings.TrimSpace(v) != "" {
+				out = append(out, strings.Trim(strings.TrimSpace(v), "'"))
+			}
+		}
+	}
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			out = append(out, pw, url.QueryEscape(pw), url.PathEscape(pw))
+		}
+	} else if i := strings.Index(dsn, "://"); i >= 0 {
+		// An unparseable URL: take what lies between the first ':' of the
+		// user information and the last '@'.
+		rest := dsn[i+3:]
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			if _, pw, ok := strings.Cut(rest[:at], ":"); ok && pw != "" {
+				out = append(out, pw)
+			}
+		}
+	}
+	return out
+}

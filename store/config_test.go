@@ -1,0 +1,113 @@
+package store
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRedactDSN(t *testing.T) {
+	tests := []struct {
+		dsn  string
+		want string
+	}{
+		{"postgres://collector:s3cr3t@db.example.com:6432/stats?sslmode=require", "host=db.example.com port=6432 dbname=stats user=collector"},
+		{"host=db port=5433 user=u password=s3cr3t dbname=d sslmode=disable", "host=db port=5433 dbname=d user=u"},
+		{"host=db user=u password='s3 cr3t' dbname=d", "host=db port=5432 dbname=d user=u"},
+		{"postgres://u@db/d?password=s3cr3t", "host=db port=5432 dbname=d user=u"},
+		{"host=a,b port=5432,5433 user=u password=s3cr3t dbname=d", "host=a,b port=5432,5433 dbname=d user=u"},
+		{"host=/run/postgresql user=u dbname=d", "host=/run/postgresql port=5432 dbname=d user=u"},
+		{"postgres://u:s3cr3t@db:notaport/d", "(unparseable dsn)"},
+		{"host=db password='unterminated s3cr3t", "(unparseable dsn)"},
+	}
+	for _, tt := range tests {
+		got := redactDSN(tt.dsn)
+		if got != tt.want {
+			t.Errorf("redactDSN(%q) = %q, want %q", tt.dsn, got, tt.want)
+		}
+		if strings.Contains(got, "s3cr3t") || strings.Contains(got, "cr3t") {
+			t.Errorf("redactDSN(%q) shows the password: %q", tt.dsn, got)
+		}
+	}
+}
+
+// Configuration errors about the DSN name the problem, never the password,
+// even for connection strings too broken to parse.
+func TestDSNErrorsHidePasswords(t *testing.T) {
+	for _, dsn := range []string{
+		"postgres://u:s3cr3t@db:notaport/d",
+		"postgres://u:s3cr3t@db:5432/d?sslmode=bogus",
+		"host=db password=s3cr3t port=notaport",
+		"host=db password='s3cr3t' port=notaport",
+		"host=db port=5432 password=s3cr3t sslmode=bogus",
+		"postgres://u:s3cr3t%zz@db/d",
+		"postgres://u:s3cr3t@db/d?password=other%zzsecret",
+	} {
+		cfg := DefaultConfig()
+		cfg.DSN = dsn
+		err := cfg.Validate()
+		if err == nil {
+			t.Errorf("Validate accepted %q", dsn)
+			continue
+		}
+		if msg := err.Error(); strings.Contains(msg, "s3cr3t") || strings.Contains(msg, "othersecret") || !strings.Contains(msg, "store.dsn") {
+			t.Errorf("Validate(%q) = %q: shows the password or does not name the key", dsn, msg)
+		}
+		if _, err := Open(context.Background(), cfg); err == nil || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("Open(%q) = %v", dsn, err)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*Config)
+		key    string // "" for valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"keep forever", func(c *Config) { c.Retention = 0 }, ""},
+		{"no audit limit", func(c *Config) { c.AuditPerServicePerMinute = 0 }, ""},
+		{"five-minute buckets", func(c *Config) { c.Bucket = 5 * time.Minute }, ""},
+		{"no pending rows", func(c *Config) { c.MaxPendingRows = 0 }, "store.max_pending_rows"},
+		{"negative retention", func(c *Config) { c.Retention = -time.Hour }, "store.retention"},
+		{"retention under a day", func(c *Config) { c.Retention = time.Hour }, "store.retention"},
+		{"tiny bucket", func(c *Config) { c.Bucket = time.Millisecond }, "store.bucket"},
+		{"bucket not dividing a day", func(c *Config) { c.Bucket = 7 * time.Minute }, "store.bucket"},
+		{"bucket over an hour", func(c *Config) { c.Bucket = 2 * time.Hour }, "store.bucket"},
+		{"negative audit limit", func(c *Config) { c.AuditPerServicePerMinute = -1 }, "store.audit_per_service_per_minute"},
+		{"negative half-life", func(c *Config) { c.HalfLife = -time.Second }, "store.half_life"},
+		{"no write timeout", func(c *Config) { c.WriteTimeout = 0 }, "store.write_timeout"},
+		{"bad dsn", func(c *Config) { c.DSN = "port=notaport" }, "store.dsn"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			tt.change(&cfg)
+			err := cfg.Validate()
+			switch {
+			case tt.key == "" && err != nil:
+				t.Fatalf("Validate() = %v, want nil", err)
+			case tt.key != "" && err == nil:
+				t.Fatalf("Validate() = nil, want an error about %s", tt.key)
+			case tt.key != "" && !strings.HasPrefix(err.Error(), tt.key+":"):
+				t.Fatalf("Validate() = %q, want it to name %s", err, tt.key)
+			}
+		})
+	}
+}
+
+// The store's description names the database, not the password.
+func TestStoreStringHidesPassword(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.DSN = "postgres://collector:s3cr3t@db.example.com:6432/stats"
+	s, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := s.String(); got != "host=db.example.com port=6432 dbname=stats user=collector" {
+		t.Fatalf("String() = %q", got)
+	}
+}

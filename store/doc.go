@@ -1,0 +1,81 @@
+// Package store keeps the error-ownership statistics in PostgreSQL: the
+// time-bucketed figures of the dependency analysis, the edge model learned
+// from them, and the audit log of coincidental errors. Several collector
+// replicas write to one database; readers (the hints endpoint, the CLI,
+// the dashboards) see one merged view.
+//
+// # Schema
+//
+// The schema is versioned goose migrations embedded in the binary (Migrate;
+// the writer applies them before its first write, replicas taking turns on
+// an advisory lock). SELECT * FROM schema_version shows the version.
+//
+// The statistics tables hold sums per time bucket (Config.Bucket, one minute
+// by default) and key:
+//
+//	operation_stats  (bucket, service, operation): served, retries_received,
+//	                 failed, verdict_own|propagated|coincidental,
+//	                 claims_correct, expected_claimed, expected_unclaimed
+//	claim_accuracy   (bucket, service, operation, claim_sent, verdict): requests
+//	edge_stats       (bucket, service, operation, peer_service, peer_operation):
+//	                 calls, failed_calls, attempts, retries,
+//	                 call_failed_request_failed, call_ok_request_failed and one
+//	                 column per retry.decision
+//	depth_stats      (bucket, root_service, root_operation, depth, service): served
+//	root_stats       (bucket, root_service, root_operation): requests,
+//	                 storm_radius_max, storm_radius_sum
+//
+// coincidental_audit holds one row per coincidental error, and flushes one
+// row per flush written. Names are strings (an absent callee is "unknown"),
+// so figures from collectors with different symbol tables merge.
+//
+// Every statistics table and the audit log is range-partitioned by day
+// (UTC) into <table>_pYYYYMMDD. The writer creates the partitions of the
+// day it writes and the next (ensure_partitions) and, once an hour, drops
+// those older than Config.Retention (DropPartitionsBefore), which costs a
+// DROP TABLE, not a DELETE.
+//
+// # Merging replicas
+//
+// Rows are merged when written: one row per key and bucket holds the sum
+// over every flush of every replica (storm_radius_max holds the maximum),
+// so a reader sums over buckets for a window and never over replicas. The
+// first flush of a bucket inserts its rows; later ones merge with INSERT …
+// ON CONFLICT DO UPDATE SET x = t.x + excluded.x. The writers of one bucket
+// take turns on an advisory lock held until they commit, which lets the
+// first insert plainly (merging costs an index probe a row) and keeps
+// concurrent writers from waiting for each other's row locks. Partitions
+// leave half of each page free so that merges update rows in place.
+//
+// The edge model is read from edge_stats (EdgeModel, EdgesFor; or SQL:
+// SELECT * FROM edge_model(since, half_life)): per edge, the failed calls
+// and those whose request failed too, summed with weights that halve every
+// half-life back from the newest bucket, judged by the engine's own rule
+// (dependencyanalysis.EdgeModel.Judge).
+//
+// # Exactly once
+//
+// A flush is identified by its collector instance and sequence number
+// (Flush.Instance, Flush.Seq) and written in one transaction that first
+// inserts that pair into flushes (ON CONFLICT DO NOTHING). If the pair is
+// there already, the transaction writes nothing and the flush counts as a
+// duplicate. So a flush whose outcome is unknown — the connection was lost
+// during COMMIT — can be written again: if the first COMMIT took effect the
+// retry is a duplicate, and if not the retry writes it. Instance must
+// therefore be unique per process lifetime (NewInstanceID), or Seq must
+// survive restarts.
+//
+// # Never blocking the pipeline
+//
+// Writer takes flushes from the processor with Enqueue, which appends to a
+// queue and returns: it never waits for the database and never fails. A
+// goroutine writes the queue in order and retries failures with exponential
+// backoff (100 ms doubling to 30 s, with jitter), keeping each flush's
+// identity, so a database down for minutes is caught up with when it
+// returns. The queue is bounded by Config.MaxPendingRows: past it the oldest
+// flushes are dropped and counted (WriterStats). Audit entries are further
+// limited per service and minute (Config.AuditPerServicePerMinute).
+//
+// Connection strings never appear in errors with their password: the store
+// describes a database by host, port, database and user only.
+package store

@@ -1,0 +1,359 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/errorownership/errorownership/dependencyanalysis"
+	"github.com/errorownership/errorownership/ownership"
+)
+
+// The read queries. Windows are half-open, [from, to), over bucket start
+// times (audit entries: over their own time). Every figure is the sum over
+// collector replicas: the rows are merged as they are written.
+
+// EdgeEstimate is one edge of the learned edge model, merged across
+// collectors, with the mode the engine's rule gives its counts.
+type EdgeEstimate struct {
+	Service, Operation, PeerService, PeerOperation string
+	dependencyanalysis.Estimate
+	// LastSeen is the start of the newest bucket with calls on the edge.
+	LastSeen time.Time
+}
+
+// EdgeModel returns the edge model learned since a time: per edge, the
+// failed calls and the failed calls whose request failed (and likewise for
+// successful calls), weighted by 2^(-age/halfLife) with age measured from the
+// newest bucket, judged by dependencyanalysis.EdgeModel.Judge with cfg.
+// halfLife <= 0 weighs every bucket fully. Edges come sorted by service,
+// operation, peer service and peer operation.
+func (s *Store) EdgeModel(ctx context.Context, since time.Time, halfLife time.Duration, cfg dependencyanalysis.ModelConfig) ([]EdgeEstimate, error) {
+	return s.edgeModel(ctx, nil, since, halfLife, cfg)
+}
+
+// EdgesFor is EdgeModel for the edges of one calling service, as the
+// ownership hints need them.
+func (s *Store) EdgesFor(ctx context.Context, service string, since time.Time, halfLife time.Duration, cfg dependencyanalysis.ModelConfig) ([]EdgeEstimate, error) {
+	return s.edgeModel(ctx, &service, since, halfLife, cfg)
+}
+
+func (s *Store) edgeModel(ctx context.Context, caller *string, since time.Time, halfLife time.Duration, cfg dependencyanalysis.ModelConfig) ([]EdgeEstimate, error) {
+	// Judge needs a valid rule; validate it as the engine does.
+	ec := dependencyanalysis.Config{EdgeModel: cfg}
+	if err := ec.Validate(); err != nil {
+		return nil, fmt.Errorf("store: edge model: %w", err)
+	}
+	judge := dependencyanalysis.NewEdgeModel(cfg, 1)
+	rows, err := s.pool.Query(ctx, `
+SELECT service, operation, peer_service, peer_operation,
+       call_failed, call_failed_request_failed, call_ok, call_ok_request_failed, last_seen
+FROM edge_model($1, $2::double precision * interval '1 second', $3)
+ORDER BY service, operation, peer_service, peer_operation`, since, halfLife.Seconds(), caller)
+	if err != nil {
+		return nil, fmt.Errorf("store: edge model: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (EdgeEstimate, error) {
+		var e EdgeEstimate
+		var c dependencyanalysis.EdgeCounts
+		err := r.Scan(&e.Service, &e.Operation, &e.PeerService, &e.PeerOperation,
+			&c.CallFailed, &c.CallFailedRequestFailed, &c.CallOK, &c.CallOKRequestFailed, &e.LastSeen)
+		e.Estimate = judge.Judge(c)
+		e.LastSeen = e.LastSeen.UTC()
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: edge model: %w", err)
+	}
+	return out, nil
+}
+
+// RootDepth is how many requests a service served at one depth below a
+// root (user-facing) operation, per root request: the article's Ƞ, 2Ƞ, 4Ƞ …
+type RootDepth struct {
+	RootService, RootOperation string
+	Depth                      int
+	Service                    string
+	// Served counts the requests the service served at that depth.
+	Served int64
+	// RootRequests counts the root operation's requests.
+	RootRequests int64
+	// PerRoot is Served / RootRequests (0 without root requests).
+	PerRoot float64
+}
+
+// ServedPerRoot returns, per root operation, depth and service, the
+// requests served per root request, sorted by root, depth and service.
+func (s *Store) ServedPerRoot(ctx context.Context, from, to time.Time) ([]RootDepth, error) {
+	rows, err := s.pool.Query(ctx, `
+WITH d AS (
+    SELECT root_service, root_operation, depth, service, sum(served)::bigint AS served
+    FROM depth_stats WHERE bucket >= $1 AND bucket < $2
+    GROUP BY root_service, root_operation, depth, service
+), r AS (
+    SELECT root_service, root_operation, sum(requests)::bigint AS requests
+    FROM root_stats WHERE bucket >= $1 AND bucket < $2
+    GROUP BY root_service, root_operation
+)
+SELECT d.root_service, d.root_operation, d.depth, d.service, d.served, coalesce(r.requests, 0)
+FROM d LEFT JOIN r USING (root_service, root_operation)
+ORDER BY d.root_service, d.root_operation, d.depth, d.service`, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("store: served per root: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RootDepth, error) {
+		var d RootDepth
+		var depth int16
+		err := r.Scan(&d.RootService, &d.RootOperation, &depth, &d.Service, &d.Served, &d.RootRequests)
+		d.Depth = int(depth)
+		if d.RootRequests > 0 {
+			d.PerRoot = float64(d.Served) / float64(d.RootRequests)
+		}
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: served per root: %w", err)
+	}
+	return out, nil
+}
+
+// RootSummary is a root operation's requests and retry-storm radius.
+type RootSummary struct {
+	RootService, RootOperation string
+	Requests                   int64
+	// StormRadiusMax is the longest chain of consecutive hops that retried
+	// one failure; StormRadiusMean its mean per root request.
+	StormRadiusMax  int
+	StormRadiusMean float64
+}
+
+// Roots returns the root operations' requests and storm radius, sorted by
+// root service and operation.
+func (s *Store) Roots(ctx context.Context, from, to time.Time) ([]RootSummary, error) {
+	rows, err := s.pool.Query(ctx, `
+SELECT root_service, root_operation, sum(requests)::bigint, max(storm_radius_max), sum(storm_radius_sum)::bigint
+FROM root_stats WHERE bucket >= $1 AND bucket < $2
+GROUP BY root_service, root_operation
+ORDER BY root_service, root_operation`, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("store: roots: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RootSummary, error) {
+		var rs RootSummary
+		var radiusMax int32
+		var radiusSum int64
+		err := r.Scan(&rs.RootService, &rs.RootOperation, &rs.Requests, &radiusMax, &radiusSum)
+		rs.StormRadiusMax = int(radiusMax)
+		if rs.Requests > 0 {
+			rs.StormRadiusMean = float64(radiusSum) / float64(rs.Requests)
+		}
+		return rs, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: roots: %w", err)
+	}
+	return out, nil
+}
+
+// ClaimAccuracy is one inbound operation's claim-accuracy confusion matrix.
+type ClaimAccuracy struct {
+	Service, Operation string
+	// Failed counts failed requests; Correct those whose sent claim is the
+	// one the rules expect.
+	Failed, Correct int64
+	// Verdicts counts failed requests by verdict, indexed by
+	// dependencyanalysis.VerdictKind (index 0 unused).
+	Verdicts [4]int64
+	// Requests counts failed requests by the claim sent (error.claim,
+	// indexed by ownership.Claim) and the verdict (indexed by
+	// dependencyanalysis.VerdictKind).
+	Requests [3][4]int64
+	// ExpectedClaimed and ExpectedUnclaimed count failed requests by the
+	// claim the rules expect.
+	ExpectedClaimed, ExpectedUnclaimed int64
+}
+
+// Accuracy returns Correct / Failed, or 1 without failures.
+func (c *ClaimAccuracy) Accuracy() float64 {
+	if c.Failed == 0 {
+		return 1
+	}
+	return float64(c.Correct) / float64(c.Failed)
+}
+
+// ClaimAccuracy returns the confusion matrix of every inbound operation
+// with failed requests, sorted by service and operation.
+func (s *Store) ClaimAccuracy(ctx context.Context, from, to time.Time) ([]ClaimAccuracy, error) {
+	type opKey struct{ service, operation string }
+	var out []ClaimAccuracy
+	index := make(map[opKey]int)
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+		// One snapshot for both queries, so the matrix adds up to the totals.
+		rows, err := tx.Query(ctx, `
+SELECT service, operation, sum(failed)::bigint, sum(claims_correct)::bigint,
+       sum(verdict_own)::bigint, sum(verdict_propagated)::bigint, sum(verdict_coincidental)::bigint,
+       sum(expected_claimed)::bigint, sum(expected_unclaimed)::bigint
+FROM operation_stats WHERE bucket >= $1 AND bucket < $2
+GROUP BY service, operation HAVING sum(failed) > 0
+ORDER BY service, operation`, from, to)
+		if err != nil {
+			return err
+		}
+		var c ClaimAccuracy
+		_, err = pgx.ForEachRow(rows, []any{&c.Service, &c.Operation, &c.Failed, &c.Correct,
+			&c.Verdicts[dependencyanalysis.VerdictOwn], &c.Verdicts[dependencyanalysis.VerdictPropagated],
+			&c.Verdicts[dependencyanalysis.VerdictCoincidental], &c.ExpectedClaimed, &c.ExpectedUnclaimed}, func() error {
+			index[opKey{c.Service, c.Operation}] = len(out)
+			out = append(out, c)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, `
+SELECT service, operation, claim_sent, verdict, sum(requests)::bigint
+FROM claim_accuracy WHERE bucket >= $1 AND bucket < $2
+GROUP BY service, operation, claim_sent, verdict`, from, to)
+		if err != nil {
+			return err
+		}
+		var svc, op, sent, verdict string
+		var n int64
+		_, err = pgx.ForEachRow(rows, []any{&svc, &op, &sent, &verdict, &n}, func() error {
+			i, ok := index[opKey{svc, op}]
+			v := verdictIndex(verdict)
+			if !ok || v == 0 {
+				return nil
+			}
+			out[i].Requests[ownership.ParseClaim(sent)][v] += n
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: claim accuracy: %w", err)
+	}
+	return out, nil
+}
+
+func verdictIndex(name string) dependencyanalysis.VerdictKind {
+	for v := dependencyanalysis.VerdictOwn; v <= dependencyanalysis.VerdictCoincidental; v++ {
+		if v.String() == name {
+			return v
+		}
+	}
+	return 0
+}
+
+// Amplification is one service's traffic and retries.
+type Amplification struct {
+	Service string
+	// Served counts the inbound requests the service served, retries
+	// included; RetriesReceived those that were retries.
+	Served, RetriesReceived int64
+	// Calls counts the service's outbound logical calls, Attempts their
+	// attempts and RetriesSent the attempts after a call's first.
+	Calls, Attempts, RetriesSent int64
+	// The service's retry decisions (retry.decision): suppressed ones are
+	// the storm prevented.
+	Retried, SuppressedUnclaimed, SuppressedBudget, NoPolicy, Exhausted int64
+}
+
+// Suppressed returns the retries the hooks held back.
+func (a *Amplification) Suppressed() int64 { return a.SuppressedUnclaimed + a.SuppressedBudget }
+
+// Amplification returns every service's traffic and retries, sorted by
+// service.
+func (s *Store) Amplification(ctx context.Context, from, to time.Time) ([]Amplification, error) {
+	rows, err := s.pool.Query(ctx, `
+WITH o AS (
+    SELECT service, sum(served)::bigint AS served, sum(retries_received)::bigint AS retries_received
+    FROM operation_stats WHERE bucket >= $1 AND bucket < $2 GROUP BY service
+), e AS (
+    SELECT service, sum(calls)::bigint AS calls, sum(attempts)::bigint AS attempts, sum(retries)::bigint AS retries,
+           sum(retried)::bigint AS retried, sum(suppressed_unclaimed)::bigint AS suppressed_unclaimed,
+           sum(suppressed_budget)::bigint AS suppressed_budget, sum(no_policy)::bigint AS no_policy,
+           sum(exhausted)::bigint AS exhausted
+    FROM edge_stats WHERE bucket >= $1 AND bucket < $2 GROUP BY service
+)
+SELECT service, coalesce(o.served, 0), coalesce(o.retries_received, 0),
+       coalesce(e.calls, 0), coalesce(e.attempts, 0), coalesce(e.retries, 0),
+       coalesce(e.retried, 0), coalesce(e.suppressed_unclaimed, 0), coalesce(e.suppressed_budget, 0),
+       coalesce(e.no_policy, 0), coalesce(e.exhausted, 0)
+FROM o FULL JOIN e USING (service)
+ORDER BY service`, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("store: amplification: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Amplification, error) {
+		var a Amplification
+		err := r.Scan(&a.Service, &a.Served, &a.RetriesReceived, &a.Calls, &a.Attempts, &a.RetriesSent,
+			&a.Retried, &a.SuppressedUnclaimed, &a.SuppressedBudget, &a.NoPolicy, &a.Exhausted)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: amplification: %w", err)
+	}
+	return out, nil
+}
+
+// AuditRecord is one coincidental error from the audit log.
+type AuditRecord struct {
+	Time            time.Time
+	TraceID, SpanID string // lower-case hex
+	Service         string
+	Operation       string
+	// PeerService and PeerOperation name the failed fail-open dependency.
+	PeerService, PeerOperation string
+	// ClaimSent is the claim the service sent; ClaimExpected the one the
+	// rules expect (claimed: the error is the service's own).
+	ClaimSent, ClaimExpected ownership.Claim
+	Reason                   string
+}
+
+// DefaultAuditLimit is how many entries Audit returns when asked for none
+// or fewer.
+const DefaultAuditLimit = 100
+
+// Audit returns up to limit coincidental errors in [from, to), newest first,
+// of one service or (service "") all.
+func (s *Store) Audit(ctx context.Context, from, to time.Time, service string, limit int) ([]AuditRecord, error) {
+	if limit <= 0 {
+		limit = DefaultAuditLimit
+	}
+	rows, err := s.pool.Query(ctx, `
+SELECT time, trace_id, span_id, service, operation, peer_service, peer_operation, claim_sent, claim_expected, reason
+FROM coincidental_audit
+WHERE time >= $1 AND time < $2 AND ($3 = '' OR service = $3)
+ORDER BY time DESC, trace_id, span_id
+LIMIT $4`, from, to, service, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: audit: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditRecord, error) {
+		var a AuditRecord
+		var sent, want string
+		err := r.Scan(&a.Time, &a.TraceID, &a.SpanID, &a.Service, &a.Operation, &a.PeerService, &a.PeerOperation, &sent, &want, &a.Reason)
+		a.ClaimSent, a.ClaimExpected = ownership.ParseClaim(sent), ownership.ParseClaim(want)
+		a.Time = a.Time.UTC()
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: audit: %w", err)
+	}
+	return out, nil
+}
+
+// SchemaVersion returns the applied schema version (0: none).
+func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
+	var v *int64
+	if err := s.pool.QueryRow(ctx, "SELECT version FROM schema_version").Scan(&v); err != nil {
+		return 0, fmt.Errorf("store: schema version: %w", err)
+	}
+	if v == nil {
+		return 0, nil
+	}
+	return *v, nil
+}

@@ -1,0 +1,299 @@
+package store
+
+import (
+	"math"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/errorownership/errorownership/dependencyanalysis"
+	"github.com/errorownership/errorownership/ownership"
+)
+
+// t0 is a bucket start the tests write at: yesterday at 15:09 UTC, well
+// within the retention the writers enforce.
+var t0 = time.Now().UTC().Truncate(24 * time.Hour).Add(-24*time.Hour + 15*time.Hour + 9*time.Minute)
+
+// knownFlush is a flush with figures the read tests know by heart.
+func knownFlush(instance string, seq uint64, bucket time.Time) Flush {
+	b := newBuilder(nil)
+	o := b.op("frontend", "GET /")
+	o.Served, o.RetriesReceived, o.Failed = 1000, 50, 100
+	o.Verdicts[dependencyanalysis.VerdictOwn] = 40
+	o.Verdicts[dependencyanalysis.VerdictPropagated] = 50
+	o.Verdicts[dependencyanalysis.VerdictCoincidental] = 10
+	o.Claims[ownership.ClaimClaimed][dependencyanalysis.VerdictOwn] = 40
+	o.Claims[ownership.ClaimUnclaimed][dependencyanalysis.VerdictPropagated] = 45
+	o.Claims[ownership.ClaimMissing][dependencyanalysis.VerdictPropagated] = 5
+	o.Claims[ownership.ClaimClaimed][dependencyanalysis.VerdictCoincidental] = 10
+	o.ClaimsCorrect = 95
+	o.ExpectedClaims[ownership.ClaimClaimed] = 50
+	o.ExpectedClaims[ownership.ClaimUnclaimed] = 50
+	b.op("backend", "/api").Served = 1300
+
+	e := b.edge("frontend", "GET /", "backend", "/api")
+	e.Calls, e.FailedCalls, e.Attempts, e.Retries = 1000, 200, 1300, 300
+	e.CallFailedRequestFailed, e.CallOKRequestFailed = 199, 1
+	e.Decisions[ownership.DecisionRetried] = 250
+	e.Decisions[ownership.DecisionSuppressedUnclaimed] = 30
+	e.Decisions[ownership.DecisionSuppressedBudget] = 20
+	e.Decisions[ownership.DecisionNoPolicy] = 7
+	e.Decisions[ownership.DecisionExhausted] = 9
+	c := b.edge("frontend", "GET /", "cache", "get")
+	c.Calls, c.FailedCalls, c.Attempts = 1000, 300, 1000
+	// A callee no attribute named is stored as "unknown".
+	u := b.edge("backend", "/api", "", "")
+	u.Calls, u.Attempts = 10, 10
+
+	b.depth("frontend", "GET /", 0, "frontend", 1000)
+	b.depth("frontend", "GET /", 1, "backend", 1300)
+	b.depth("frontend", "GET /", 1, "cache", 1000)
+	r := b.root("frontend", "GET /")
+	r.Requests, r.RadiusMax, r.RadiusSum = 1000, 2, 150
+
+	b.audit(bucket.Add(10*time.Second), 1, "frontend", "GET /", "cache", "get")
+	b.audit(bucket.Add(20*time.Second), 2, "frontend", "GET /", "cache", "get")
+	b.audit(bucket.Add(30*time.Second), 3, "backend", "/api", "", "")
+	return b.flush(instance, seq, bucket)
+}
+
+func TestReadQueries(t *testing.T) {
+	s := newStore(t)
+	ctx := testContext(t)
+	if dup, err := s.Write(ctx, knownFlush("a", 1, t0.Add(25*time.Second))); err != nil || dup {
+		t.Fatalf("Write: duplicate %v, %v", dup, err)
+	}
+	from, to := t0.Add(-time.Hour), t0.Add(time.Hour)
+
+	t.Run("ServedPerRoot", func(t *testing.T) {
+		got, err := s.ServedPerRoot(ctx, from, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []RootDepth{
+			{"frontend", "GET /", 0, "frontend", 1000, 1000, 1},
+			{"frontend", "GET /", 1, "backend", 1300, 1000, 1.3},
+			{"frontend", "GET /", 1, "cache", 1000, 1000, 1},
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("got %+v\nwant %+v", got, want)
+		}
+	})
+	t.Run("Roots", func(t *testing.T) {
+		got, err := s.Roots(ctx, from, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []RootSummary{{"frontend", "GET /", 1000, 2, 0.15}}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("got %+v\nwant %+v", got, want)
+		}
+	})
+	t.Run("ClaimAccuracy", func(t *testing.T) {
+		got, err := s.ClaimAccuracy(ctx, from, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := ClaimAccuracy{Service: "frontend", Operation: "GET /", Failed: 100, Correct: 95,
+			Verdicts: [4]int64{0, 40, 50, 10}, ExpectedClaimed: 50, ExpectedUnclaimed: 50}
+		want.Requests[ownership.ClaimClaimed][dependencyanalysis.VerdictOwn] = 40
+		want.Requests[ownership.ClaimUnclaimed][dependencyanalysis.VerdictPropagated] = 45
+		want.Requests[ownership.ClaimMissing][dependencyanalysis.VerdictPropagated] = 5
+		want.Requests[ownership.ClaimClaimed][dependencyanalysis.VerdictCoincidental] = 10
+		if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+			t.Fatalf("got %+v\nwant [%+v]", got, want)
+		}
+		if a := got[0].Accuracy(); a != 0.95 {
+			t.Fatalf("Accuracy() = %v, want 0.95", a)
+		}
+	})
+	t.Run("Amplification", func(t *testing.T) {
+		got, err := s.Amplification(ctx, from, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []Amplification{
+			{Service: "backend", Served: 1300, Calls: 10, Attempts: 10},
+			{Service: "frontend", Served: 1000, RetriesReceived: 50, Calls: 2000, Attempts: 2300, RetriesSent: 300,
+				Retried: 250, SuppressedUnclaimed: 30, SuppressedBudget: 20, NoPolicy: 7, Exhausted: 9},
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("got %+v\nwant %+v", got, want)
+		}
+		if got[1].Suppressed() != 50 {
+			t.Fatalf("Suppressed() = %d, want 50", got[1].Suppressed())
+		}
+	})
+	t.Run("Audit", func(t *testing.T) {
+		tests := []struct {
+			service string
+			limit   int
+			traces  []string // first byte of each trace ID, newest first
+		}{
+			{"", 0, []string{"03", "02", "01"}},
+			{"", 2, []string{"03", "02"}},
+			{"frontend", 10, []string{"02", "01"}},
+			{"nobody", 10, nil},
+		}
+		for _, tt := range tests {
+			got, err := s.Audit(ctx, from, to, tt.service, tt.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var traces []string
+			for _, a := range got {
+				traces = append(traces, a.TraceID[:2])
+			}
+			if !reflect.DeepEqual(traces, tt.traces) {
+				t.Errorf("Audit(%q, %d): traces %v, want %v", tt.service, tt.limit, traces, tt.traces)
+			}
+		}
+		got, err := s.Audit(ctx, from, to, "backend", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := AuditRecord{
+			Time: t0.Add(55 * time.Second), TraceID: "030102030405060708090a0b0c0d0e0f", SpanID: "03ab000000000001",
+			Service: "backend", Operation: "/api", PeerService: "unknown", PeerOperation: "",
+			ClaimSent: ownership.ClaimClaimed, ClaimExpected: ownership.ClaimClaimed, Reason: "coincidental",
+		}
+		if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+			t.Fatalf("got %+v\nwant [%+v]", got, want)
+		}
+		// The window is half-open and in the entries' own time.
+		if got, _ := s.Audit(ctx, t0.Add(55*time.Second), to, "", 0); len(got) != 1 {
+			t.Fatalf("Audit from the newest entry: %d entries, want 1", len(got))
+		}
+	})
+	t.Run("SchemaVersion", func(t *testing.T) {
+		if v, err := s.SchemaVersion(ctx); err != nil || v != SchemaVersionWanted() {
+			t.Fatalf("SchemaVersion() = %d, %v; want %d", v, err, SchemaVersionWanted())
+		}
+	})
+	t.Run("EmptyWindow", func(t *testing.T) {
+		later := to.Add(time.Hour)
+		if got, err := s.Amplification(ctx, to, later); err != nil || len(got) != 0 {
+			t.Fatalf("Amplification of an empty window: %v, %v", got, err)
+		}
+		if got, err := s.EdgeModel(ctx, later, time.Minute, dependencyanalysis.DefaultConfig().EdgeModel); err != nil || len(got) != 0 {
+			t.Fatalf("EdgeModel of an empty window: %v, %v", got, err)
+		}
+	})
+}
+
+func TestEdgeModel(t *testing.T) {
+	s := newStore(t)
+	ctx := testContext(t)
+	cfg := dependencyanalysis.DefaultConfig().EdgeModel
+	judge := dependencyanalysis.NewEdgeModel(cfg, 0)
+
+	// The same figures in two buckets ten minutes apart, from two
+	// instances: with a ten-minute half-life the older bucket weighs half.
+	for i, bucket := range []time.Time{t0, t0.Add(10 * time.Minute)} {
+		if _, err := s.Write(ctx, knownFlush("a", uint64(i), bucket)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Write(ctx, knownFlush("b", uint64(i), bucket)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	tests := []struct {
+		name     string
+		halfLife time.Duration
+		since    time.Time
+		weight   float64 // of one bucket of one instance, summed
+	}{
+		{"decayed", 10 * time.Minute, t0, 2 * (1 + 0.5)},
+		{"no decay", 0, t0, 2 * 2},
+		{"newest bucket only", 10 * time.Minute, t0.Add(time.Minute), 2 * 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := s.EdgeModel(ctx, tt.since, tt.halfLife, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			type edge struct{ svc, op, peer, peerOp string }
+			wantCounts := map[edge]dependencyanalysis.EdgeCounts{
+				{"frontend", "GET /", "backend", "/api"}: {CallFailed: 200, CallFailedRequestFailed: 199, CallOK: 800, CallOKRequestFailed: 1},
+				{"frontend", "GET /", "cache", "get"}:    {CallFailed: 300, CallOK: 700},
+				{"backend", "/api", "unknown", ""}:       {CallOK: 10},
+			}
+			wantModes := map[edge]dependencyanalysis.Mode{
+				{"frontend", "GET /", "backend", "/api"}: dependencyanalysis.ModeFailClose,
+				{"frontend", "GET /", "cache", "get"}:    dependencyanalysis.ModeFailOpen,
+				{"backend", "/api", "unknown", ""}:       dependencyanalysis.ModeUnknown,
+			}
+			if len(got) != len(wantCounts) {
+				t.Fatalf("%d edges, want %d: %+v", len(got), len(wantCounts), got)
+			}
+			for _, e := range got {
+				k := edge{e.Service, e.Operation, e.PeerService, e.PeerOperation}
+				wc := wantCounts[k]
+				wc.CallFailed *= tt.weight
+				wc.CallFailedRequestFailed *= tt.weight
+				wc.CallOK *= tt.weight
+				wc.CallOKRequestFailed *= tt.weight
+				if !closeCounts(e.Counts, wc) {
+					t.Errorf("%v: counts %+v, want %+v", k, e.Counts, wc)
+				}
+				if e.Mode != wantModes[k] {
+					t.Errorf("%v: mode %v, want %v", k, e.Mode, wantModes[k])
+				}
+				// One rule in one place: the engine's.
+				if w := judge.Judge(e.Counts); w.Mode != e.Mode || w.Lower != e.Lower || w.Upper != e.Upper {
+					t.Errorf("%v: estimate %+v, the engine judges %+v", k, e.Estimate, w)
+				}
+				if !e.LastSeen.Equal(t0.Add(10 * time.Minute)) {
+					t.Errorf("%v: last seen %v, want %v", k, e.LastSeen, t0.Add(10*time.Minute))
+				}
+			}
+		})
+	}
+
+	t.Run("EdgesFor", func(t *testing.T) {
+		got, err := s.EdgesFor(ctx, "frontend", t0, 10*time.Minute, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got[0].PeerService != "backend" || got[1].PeerService != "cache" {
+			t.Fatalf("EdgesFor(frontend) = %+v", got)
+		}
+		// The decay is measured from the newest bucket of all edges, so a
+		// caller's edges weigh the same as in the whole model.
+		if !closeCounts(got[0].Counts, dependencyanalysis.EdgeCounts{CallFailed: 600, CallFailedRequestFailed: 597, CallOK: 2400, CallOKRequestFailed: 3}) {
+			t.Fatalf("EdgesFor(frontend) counts %+v", got[0].Counts)
+		}
+		if got, err := s.EdgesFor(ctx, "nobody", t0, 0, cfg); err != nil || len(got) != 0 {
+			t.Fatalf("EdgesFor(nobody) = %v, %v", got, err)
+		}
+	})
+	t.Run("InvalidConfig", func(t *testing.T) {
+		bad := cfg
+		bad.Confidence = 2
+		if _, err := s.EdgeModel(ctx, t0, 0, bad); err == nil {
+			t.Fatal("EdgeModel accepted confidence 2")
+		}
+	})
+	t.Run("OldBucketsDoNotUnderflow", func(t *testing.T) {
+		// 30 days at a one-minute half-life is 43,200 half-lives: the
+		// weight must go to zero, not raise an underflow error.
+		if _, err := s.Write(ctx, knownFlush("old", 1, t0.Add(-30*24*time.Hour))); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.EdgeModel(ctx, t0.Add(-31*24*time.Hour), time.Minute, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 3 {
+			t.Fatalf("%d edges, want 3", len(got))
+		}
+	})
+}
+
+func closeCounts(a, b dependencyanalysis.EdgeCounts) bool {
+	near := func(x, y float64) bool { return math.Abs(x-y) <= 1e-9*max(1, math.Abs(y)) }
+	return near(a.CallFailed, b.CallFailed) && near(a.CallFailedRequestFailed, b.CallFailedRequestFailed) &&
+		near(a.CallOK, b.CallOK) && near(a.CallOKRequestFailed, b.CallOKRequestFailed)
+}
