@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configoptional"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
+	"github.com/errorownership/errorownership/store"
 )
 
 // Defaults of the processor's own keys; the engine's come from
@@ -38,6 +40,10 @@ type Config struct {
 
 	// EngineConfig holds the classification, edge_model and attributes keys.
 	EngineConfig `mapstructure:",squash"`
+
+	// Store configures the PostgreSQL store the statistics are written to;
+	// without a store section nothing is written.
+	Store configoptional.Optional[store.Config] `mapstructure:"store"`
 
 	// Hints configures the ownership hints endpoint; off without an endpoint.
 	Hints HintsConfig `mapstructure:"hints"`

@@ -4,11 +4,13 @@ import (
 	"context"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
+	"github.com/errorownership/errorownership/store"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/metadata"
 )
 
@@ -28,6 +30,7 @@ func createDefaultConfig() component.Config {
 		MaxSpans:      defaultMaxSpans,
 		FlushInterval: defaultFlushInterval,
 		EngineConfig:  EngineConfig(dependencyanalysis.DefaultConfig()),
+		Store:         configoptional.Default(store.DefaultConfig()),
 		Hints:         defaultHintsConfig(),
 	}
 }

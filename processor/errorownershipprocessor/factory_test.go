@@ -9,10 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
+	"github.com/errorownership/errorownership/store"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/metadata"
 )
 
@@ -45,8 +47,10 @@ func TestCreateDefaultConfig(t *testing.T) {
 		NumWorkers:    0,
 		FlushInterval: 30 * time.Second,
 		EngineConfig:  EngineConfig(dependencyanalysis.DefaultConfig()),
+		Store:         configoptional.Default(store.DefaultConfig()),
 		Hints:         hints,
 	}, cfg)
+	assert.False(t, cfg.(*Config).Store.HasValue(), "no store until a store section is given")
 }
 
 func TestCreateTraces(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/processor"
 
 	"github.com/errorownership/errorownership/hooks"
 	"github.com/errorownership/errorownership/hooks/hints"
@@ -33,12 +34,11 @@ func freeEndpoint(t testing.TB) string {
 	return l.Addr().String()
 }
 
-// hintsProcessor starts a processor serving hints on a free loopback port,
-// feeds it the coincidental scenario and waits until it analysed it all.
-func hintsProcessor(t testing.TB, mutate func(*Config)) (base string) {
+// serveHints starts a processor serving hints on a free loopback port.
+func serveHints(t testing.TB, mutate func(*Config)) (base string, proc processor.Traces, tt *componenttest.Telemetry) {
 	t.Helper()
 	endpoint := freeEndpoint(t)
-	tt := componenttest.NewTelemetry()
+	tt = componenttest.NewTelemetry()
 	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
 	cfg := testConfig(func(c *Config) {
 		c.DecisionWait = 10 * time.Millisecond
@@ -47,17 +47,26 @@ func hintsProcessor(t testing.TB, mutate func(*Config)) (base string) {
 			mutate(c)
 		}
 	})
-	proc, _ := newTestProcessor(t, tt, cfg, new(consumertest.TracesSink))
+	proc, _ = newTestProcessor(t, tt, cfg, new(consumertest.TracesSink))
 	ctx := context.Background()
 	require.NoError(t, proc.Start(ctx, componenttest.NewNopHost()))
 	t.Cleanup(func() { require.NoError(t, proc.Shutdown(ctx)) })
+	return "http://" + endpoint, proc, tt
+}
+
+// hintsProcessor starts a processor serving hints, feeds it the
+// coincidental scenario and waits until it analysed it all.
+func hintsProcessor(t testing.TB, mutate func(*Config)) (base string) {
+	t.Helper()
+	base, proc, tt := serveHints(t, mutate)
+	ctx := context.Background()
 	batches := readScenario(t, filepath.Join("..", "..", "testdata", "scenarios", "coincidental.json"))
 	for _, td := range batches {
 		require.NoError(t, proc.ConsumeTraces(ctx, td))
 	}
 	require.Eventually(t, func() bool { return counter(t, tt, "traces_analyzed") == int64(len(batches)) },
 		10*time.Second, 10*time.Millisecond)
-	return "http://" + endpoint
+	return base
 }
 
 func TestHintsEndpoint(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/metadata"
+	"github.com/errorownership/errorownership/store"
 )
 
 // maxTake bounds how many traces a worker takes from its shard at once, so
@@ -51,6 +52,9 @@ type ownershipProcessor struct {
 	scratch sync.Pool
 	// sink receives the statistics; nil until the store is wired in.
 	sink Sink
+	// store and storeSink write the statistics; nil without a store section.
+	store     *store.Store
+	storeSink *storeSink
 	// hints serves the ownership hints; nil when hints.endpoint is empty.
 	hints *hintsServer
 	set   component.TelemetrySettings
@@ -120,8 +124,26 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 		bucketStart: time.Now(),
 	}
 	p.set = set.TelemetrySettings
+	var edges edgeSource = modelEdges{model: p.model, symbols: p.symbols}
+	if cfg.Store.HasValue() {
+		scfg := *cfg.Store.Get()
+		st, err := store.Open(context.Background(), scfg)
+		if err != nil {
+			tb.Shutdown()
+			return nil, err
+		}
+		p.store = st
+		sink := newStoreSink(st)
+		p.sink, p.storeSink = sink, sink
+		if err := sink.registerTelemetry(tb); err != nil {
+			tb.Shutdown()
+			st.Close()
+			return nil, err
+		}
+		edges = storeEdges{store: st, halfLife: scfg.HalfLife, model: engine.EdgeModel}
+	}
 	if cfg.Hints.NetAddr.Endpoint != "" {
-		p.hints = newHintsServer(cfg.Hints, modelEdges{model: p.model, symbols: p.symbols}, set.Logger)
+		p.hints = newHintsServer(cfg.Hints, edges, set.Logger)
 	}
 	p.scratch.New = func() any {
 		return &scratch{ex: dependencyanalysis.NewExtractor(engine, p.symbols)}
@@ -229,6 +251,12 @@ func (p *ownershipProcessor) start(ctx context.Context, host component.Host) err
 	if p.started || p.stopped.Load() {
 		return nil
 	}
+	if p.storeSink != nil {
+		if err := p.storeSink.writer.Start(ctx); err != nil {
+			return err
+		}
+		p.logger.Info("Writing error-ownership statistics", zap.Stringer("store", p.store))
+	}
 	if p.hints != nil {
 		if err := p.hints.start(ctx, host, p.set); err != nil {
 			return err
@@ -287,8 +315,15 @@ func (p *ownershipProcessor) shutdown(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	p.flush(ctx)
+	var storeErr error
+	if p.storeSink != nil {
+		// The writer drains what is queued, the last bucket included,
+		// until ctx ends, and reports what it could not write.
+		storeErr = p.storeSink.writer.Shutdown(ctx)
+		p.store.Close()
+	}
 	p.telemetry.Shutdown()
-	return errors.Join(err, hintsErr)
+	return errors.Join(err, hintsErr, storeErr)
 }
 
 // loop calls work until it returns. A panic in the buffer code is

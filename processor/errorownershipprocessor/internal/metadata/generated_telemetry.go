@@ -37,6 +37,10 @@ type TelemetryBuilder struct {
 	ProcessorErrorownershipSpansMalformed   metric.Int64Counter
 	ProcessorErrorownershipSpansSeen        metric.Int64Counter
 	ProcessorErrorownershipSpansUnlinked    metric.Int64Counter
+	ProcessorErrorownershipStoreFlushes     metric.Int64ObservableCounter
+	ProcessorErrorownershipStoreRetries     metric.Int64ObservableCounter
+	ProcessorErrorownershipStoreRowsDropped metric.Int64ObservableCounter
+	ProcessorErrorownershipStoreRowsPending metric.Int64ObservableGauge
 	ProcessorErrorownershipTracesAnalyzed   metric.Int64Counter
 	ProcessorErrorownershipTracesEvicted    metric.Int64Counter
 	ProcessorErrorownershipVerdicts         metric.Int64Counter
@@ -74,6 +78,66 @@ func (builder *TelemetryBuilder) RegisterProcessorErrorownershipBufferTracesCall
 		cb(ctx, &observerInt64{inst: builder.ProcessorErrorownershipBufferTraces, obs: o})
 		return nil
 	}, builder.ProcessorErrorownershipBufferTraces)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorErrorownershipStoreFlushesCallback sets callback for observable ProcessorErrorownershipStoreFlushes metric.
+func (builder *TelemetryBuilder) RegisterProcessorErrorownershipStoreFlushesCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorErrorownershipStoreFlushes, obs: o})
+		return nil
+	}, builder.ProcessorErrorownershipStoreFlushes)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorErrorownershipStoreRetriesCallback sets callback for observable ProcessorErrorownershipStoreRetries metric.
+func (builder *TelemetryBuilder) RegisterProcessorErrorownershipStoreRetriesCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorErrorownershipStoreRetries, obs: o})
+		return nil
+	}, builder.ProcessorErrorownershipStoreRetries)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorErrorownershipStoreRowsDroppedCallback sets callback for observable ProcessorErrorownershipStoreRowsDropped metric.
+func (builder *TelemetryBuilder) RegisterProcessorErrorownershipStoreRowsDroppedCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorErrorownershipStoreRowsDropped, obs: o})
+		return nil
+	}, builder.ProcessorErrorownershipStoreRowsDropped)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorErrorownershipStoreRowsPendingCallback sets callback for observable ProcessorErrorownershipStoreRowsPending metric.
+func (builder *TelemetryBuilder) RegisterProcessorErrorownershipStoreRowsPendingCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorErrorownershipStoreRowsPending, obs: o})
+		return nil
+	}, builder.ProcessorErrorownershipStoreRowsPending)
 	if err != nil {
 		return err
 	}
@@ -164,6 +228,30 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_errorownership_spans_unlinked",
 		metric.WithDescription("Spans of analysed traces that could not be linked into a request, by reason. [Alpha]"),
 		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorErrorownershipStoreFlushes, err = builder.meter.Int64ObservableCounter(
+		"otelcol_processor_errorownership_store_flushes",
+		metric.WithDescription("Statistics flushes handed to the store, by outcome. [Alpha]"),
+		metric.WithUnit("{flush}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorErrorownershipStoreRetries, err = builder.meter.Int64ObservableCounter(
+		"otelcol_processor_errorownership_store_retries",
+		metric.WithDescription("Failed attempts to write a flush to the store that were tried again. [Alpha]"),
+		metric.WithUnit("{attempt}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorErrorownershipStoreRowsDropped, err = builder.meter.Int64ObservableCounter(
+		"otelcol_processor_errorownership_store_rows_dropped",
+		metric.WithDescription("Statistics rows given up because the queue to the store was full or shutdown ran out of time. [Alpha]"),
+		metric.WithUnit("{row}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorErrorownershipStoreRowsPending, err = builder.meter.Int64ObservableGauge(
+		"otelcol_processor_errorownership_store_rows_pending",
+		metric.WithDescription("Statistics rows waiting to be written to the store. [Alpha]"),
+		metric.WithUnit("{row}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorErrorownershipTracesAnalyzed, err = builder.meter.Int64Counter(

@@ -1,0 +1,95 @@
+package errorownershipprocessor // import "github.com/errorownership/errorownership/processor/errorownershipprocessor"
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/errorownership/errorownership/dependencyanalysis"
+	"github.com/errorownership/errorownership/hooks/hints"
+	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/metadata"
+	"github.com/errorownership/errorownership/store"
+)
+
+// storeSink hands every bucket to a store.Writer, which writes it exactly
+// once from its own goroutine: Flush never waits for the database.
+type storeSink struct {
+	writer   *store.Writer
+	instance string
+	seq      uint64
+}
+
+func newStoreSink(st *store.Store) *storeSink {
+	return &storeSink{writer: store.NewWriter(st), instance: store.NewInstanceID()}
+}
+
+// Flush copies the bucket, since the writer keeps it until it is written
+// and the processor reuses its statistics.
+func (s *storeSink) Flush(_ context.Context, snap *Snapshot) error {
+	stats := dependencyanalysis.NewStats()
+	stats.Merge(snap.Stats)
+	s.seq++
+	s.writer.Enqueue(store.Flush{Instance: s.instance, Seq: s.seq, Bucket: snap.Start, Stats: stats, Names: snap.Symbols})
+	return nil
+}
+
+// registerTelemetry publishes the writer's counters.
+func (s *storeSink) registerTelemetry(tb *metadata.TelemetryBuilder) error {
+	outcome := func(v string) metric.ObserveOption {
+		return metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", v)))
+	}
+	written, duplicate, dropped, rejected := outcome("written"), outcome("duplicate"), outcome("dropped"), outcome("rejected")
+	return errors.Join(
+		tb.RegisterProcessorErrorownershipStoreFlushesCallback(func(_ context.Context, o metric.Int64Observer) error {
+			st := s.writer.Stats()
+			o.Observe(int64(st.WrittenFlushes), written)
+			o.Observe(int64(st.DuplicateFlushes), duplicate)
+			o.Observe(int64(st.DroppedFlushes), dropped)
+			o.Observe(int64(st.RejectedFlushes), rejected)
+			return nil
+		}),
+		tb.RegisterProcessorErrorownershipStoreRetriesCallback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(int64(s.writer.Stats().Retries))
+			return nil
+		}),
+		tb.RegisterProcessorErrorownershipStoreRowsDroppedCallback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(int64(s.writer.Stats().DroppedRows))
+			return nil
+		}),
+		tb.RegisterProcessorErrorownershipStoreRowsPendingCallback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(int64(s.writer.Stats().PendingRows))
+			return nil
+		}),
+	)
+}
+
+// storeEdges reads the edge model merged in the store from every replica,
+// so that all replicas serve the same hints.
+type storeEdges struct {
+	store    *store.Store
+	halfLife time.Duration
+	model    dependencyanalysis.ModelConfig
+}
+
+// storeWindow is how many half-lives back the hints read: older buckets
+// weigh under 1 % (2^-7).
+const storeWindow = 7
+
+func (s storeEdges) edgesFor(ctx context.Context, service string) ([]hints.Edge, error) {
+	window := storeWindow * s.halfLife
+	if window == 0 {
+		window = time.Hour
+	}
+	est, err := s.store.EdgesFor(ctx, service, time.Now().Add(-window), s.halfLife, s.model)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]hints.Edge, 0, len(est))
+	for _, e := range est {
+		out = append(out, hintEdge(e.Operation, e.PeerService, e.PeerOperation, e.Estimate))
+	}
+	return out, nil
+}
