@@ -10,8 +10,8 @@ import (
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
-	"github.com/errorownership/errorownership/store"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/metadata"
+	"github.com/errorownership/errorownership/store"
 )
 
 // NewFactory returns a factory for the errorownership processor.

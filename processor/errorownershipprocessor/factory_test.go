@@ -14,8 +14,8 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
-	"github.com/errorownership/errorownership/store"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/metadata"
+	"github.com/errorownership/errorownership/store"
 )
 
 func TestFactory(t *testing.T) {
