@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -245,6 +246,24 @@ func BenchmarkHintsEndpoint(b *testing.B) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
 	})
 
+	// wrk, when installed (apt-get install wrk), loads the endpoint from
+	// another process, as a fleet of services would, over 64 connections
+	// for three seconds, and reports its own rate and latency percentiles.
+	b.Run("wrk", func(b *testing.B) {
+		path, err := exec.LookPath("wrk")
+		if err != nil {
+			b.Skip("wrk is not installed: apt-get install wrk")
+		}
+		var rate, p99 float64
+		for range b.N {
+			out, err := exec.Command(path, "-t2", "-c64", "-d3s", "--latency", url).CombinedOutput()
+			require.NoError(b, err, "%s", out)
+			rate, p99 = parseWrk(b, string(out))
+		}
+		b.ReportMetric(rate, "req/s")
+		b.ReportMetric(p99, "p99-ms")
+	})
+
 	b.Run("at-10k-rps", func(b *testing.B) {
 		const rate, period = 10_000, 2 * time.Second
 		interval := time.Second * conns / rate // per connection
@@ -353,4 +372,24 @@ func TestLearnedFailOpenEdgeTurnsUnclaimIntoClaim(t *testing.T) {
 	with := checkout(h)
 	defer with.Close()
 	assert.Equal(t, "claimed", claimOf(with), "the learned fail-open edge makes it coincidental")
+}
+
+// parseWrk reads the requests per second and the 99th percentile latency
+// in milliseconds from wrk --latency output.
+func parseWrk(tb testing.TB, out string) (rate, p99ms float64) {
+	tb.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 2 && f[0] == "Requests/sec:":
+			_, err := fmt.Sscan(f[1], &rate)
+			require.NoError(tb, err, line)
+		case len(f) == 2 && f[0] == "99%":
+			d, err := time.ParseDuration(f[1])
+			require.NoError(tb, err, line)
+			p99ms = float64(d) / float64(time.Millisecond)
+		}
+	}
+	require.Positive(tb, rate, "wrk output:\n%s", out)
+	return rate, p99ms
 }
