@@ -103,9 +103,12 @@ func singleSpans(first uint64, n int) ptrace.Traces {
 
 // newTestProcessor builds the processor through its factory, with its
 // telemetry recorded in tt, and starts it.
-func newTestProcessor(t testing.TB, tt *componenttest.Telemetry, cfg *Config, next consumer.Traces) (processor.Traces, *ownershipProcessor) {
+func newTestProcessor(t testing.TB, tt *componenttest.Telemetry, cfg *Config, next consumer.Traces, opts ...func(*processor.Settings)) (processor.Traces, *ownershipProcessor) {
 	t.Helper()
 	set := metadatatest.NewSettings(tt)
+	for _, o := range opts {
+		o(&set)
+	}
 	p, err := newOwnershipProcessor(set, cfg)
 	require.NoError(t, err)
 	tp, err := wrap(context.Background(), set, cfg, next, p)

@@ -22,6 +22,8 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/processor"
 
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/errorownership/errorownership/hooks"
 	"github.com/errorownership/errorownership/hooks/hints"
 	"github.com/errorownership/errorownership/hooks/hookshttp"
@@ -36,7 +38,7 @@ func freeEndpoint(t testing.TB) string {
 }
 
 // serveHints starts a processor serving hints on a free loopback port.
-func serveHints(t testing.TB, mutate func(*Config)) (base string, proc processor.Traces, tt *componenttest.Telemetry) {
+func serveHints(t testing.TB, mutate func(*Config), opts ...func(*processor.Settings)) (base string, proc processor.Traces, tt *componenttest.Telemetry) {
 	t.Helper()
 	endpoint := freeEndpoint(t)
 	tt = componenttest.NewTelemetry()
@@ -48,7 +50,7 @@ func serveHints(t testing.TB, mutate func(*Config)) (base string, proc processor
 			mutate(c)
 		}
 	})
-	proc, _ = newTestProcessor(t, tt, cfg, new(consumertest.TracesSink))
+	proc, _ = newTestProcessor(t, tt, cfg, new(consumertest.TracesSink), opts...)
 	ctx := context.Background()
 	require.NoError(t, proc.Start(ctx, componenttest.NewNopHost()))
 	t.Cleanup(func() { require.NoError(t, proc.Shutdown(ctx)) })
@@ -57,9 +59,9 @@ func serveHints(t testing.TB, mutate func(*Config)) (base string, proc processor
 
 // hintsProcessor starts a processor serving hints, feeds it the
 // coincidental scenario and waits until it analysed it all.
-func hintsProcessor(t testing.TB, mutate func(*Config)) (base string) {
+func hintsProcessor(t testing.TB, mutate func(*Config), opts ...func(*processor.Settings)) (base string) {
 	t.Helper()
-	base, proc, tt := serveHints(t, mutate)
+	base, proc, tt := serveHints(t, mutate, opts...)
 	ctx := context.Background()
 	batches := readScenario(t, filepath.Join("..", "..", "testdata", "scenarios", "coincidental.json"))
 	for _, td := range batches {
@@ -211,7 +213,9 @@ func TestHintsPortTaken(t *testing.T) {
 // Targets (issue 5): ≥ 10,000 requests/s with p99 ≤ 5 ms.
 func BenchmarkHintsEndpoint(b *testing.B) {
 	const conns = 64
-	base := hintsProcessor(b, nil)
+	// The collector's own traces are off by default: the confighttp server
+	// records no span per request, as in a default deployment.
+	base := hintsProcessor(b, func(*Config) {}, withoutInternalTraces)
 	url := base + hints.Path + "?service=checkout"
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}
 	get := func() {
@@ -392,4 +396,8 @@ func parseWrk(tb testing.TB, out string) (rate, p99ms float64) {
 	}
 	require.Positive(tb, rate, "wrk output:\n%s", out)
 	return rate, p99ms
+}
+
+func withoutInternalTraces(set *processor.Settings) {
+	set.TracerProvider = noop.NewTracerProvider()
 }
