@@ -27,6 +27,7 @@ import (
 	"github.com/errorownership/errorownership/hooks"
 	"github.com/errorownership/errorownership/hooks/hints"
 	"github.com/errorownership/errorownership/hooks/hookshttp"
+	"github.com/errorownership/errorownership/store/pgtest"
 )
 
 func freeEndpoint(t testing.TB) string {
@@ -325,7 +326,24 @@ func TestServiceParam(t *testing.T) {
 // recommendations also failed (coincidental), where without the hints it
 // would have unclaimed it (an unknown edge counts as fail-close).
 func TestLearnedFailOpenEdgeTurnsUnclaimIntoClaim(t *testing.T) {
-	base := hintsProcessor(t, nil)
+	tests := []struct {
+		name  string
+		hints func(t *testing.T) (base string)
+	}{
+		{"from the processor's own model", func(t *testing.T) string { return hintsProcessor(t, nil) }},
+		{"from the model merged in PostgreSQL, by a replica that saw no traffic", func(t *testing.T) string {
+			dsn := pgtest.Start(t).DSN()
+			runProcessor(t, storeConfig(dsn), scenarioBatches(t, "coincidental"))
+			base, _, _ := serveHints(t, storeConfig(dsn))
+			return base
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { learnedFailOpenEdge(t, tt.hints(t)) })
+	}
+}
+
+func learnedFailOpenEdge(t *testing.T, base string) {
 
 	recommendations := httptest.NewServer(hookshttp.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "model server down", http.StatusInternalServerError)
