@@ -8,7 +8,7 @@ PKGS     ?= ./...
 BENCHTIME ?= 1s
 DB_DIR   ?= .db
 
-.PHONY: all build test lint bench fuzz demo otelcol run clean db db-stop
+.PHONY: all build test lint bench fuzz demo scenarios otelcol run clean db db-stop
 
 all: lint build test
 
@@ -31,8 +31,12 @@ lint:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
 
-## demo: the article's retry-storm chains and a coincidental error, analysed from the bundled traces
+## demo: the retry-storm simulator: real services, the processor, PostgreSQL, the article's figures
 demo:
+	$(GO) run ./cmd/errorownership demo
+
+## scenarios: the bundled trace stories, analysed offline with errorownership analyze
+scenarios:
 	@for s in chain_retry_every_hop chain_retry_budget chain_ownership coincidental; do \
 		echo "=== $$s: $$(sed -n 's/.*"story": "\(.*\)",/\1/p' testdata/scenarios/$$s.expected.json | cut -c1-160)…"; \
 		$(GO) run ./cmd/errorownership analyze --max-verdicts 5 testdata/scenarios/$$s.json || exit 1; \

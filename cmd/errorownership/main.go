@@ -39,5 +39,6 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newAnalyzeCommand())
+	root.AddCommand(newDemoCommand())
 	return root
 }

@@ -1,0 +1,143 @@
+package simulation
+
+import (
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/processortest"
+
+	"github.com/errorownership/errorownership/processor/errorownershipprocessor"
+	"github.com/errorownership/errorownership/store"
+)
+
+// Collector is the collector part of the simulation, in process: an OTLP/HTTP
+// trace receiver at /v1/traces feeding the errorownership processor (the
+// same component the built collector runs), which writes to PostgreSQL and
+// serves ownership hints.
+type Collector struct {
+	// OTLPEndpoint is the receiver's URL, http://127.0.0.1:PORT/v1/traces.
+	OTLPEndpoint string
+	// HintsURL is the hints endpoint's base URL, http://127.0.0.1:PORT.
+	HintsURL string
+	// Spans counts the spans received.
+	Spans atomic.Int64
+
+	proc processor.Traces
+	srv  *http.Server
+	ln   net.Listener
+}
+
+// CollectorConfig is what the demo tunes.
+type CollectorConfig struct {
+	DSN           string
+	DecisionWait  time.Duration
+	FlushInterval time.Duration
+	// BudgetRatio and BudgetMin are the retry budget the hints announce.
+	BudgetRatio, BudgetMin float64
+}
+
+// StartCollector starts the processor and the receiver on free loopback ports.
+func StartCollector(ctx context.Context, cc CollectorConfig) (*Collector, error) {
+	hintsAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	f := errorownershipprocessor.NewFactory()
+	cfg := f.CreateDefaultConfig().(*errorownershipprocessor.Config)
+	cfg.DecisionWait = cc.DecisionWait
+	cfg.FlushInterval = cc.FlushInterval
+	sc := store.DefaultConfig()
+	sc.DSN = cc.DSN
+	sc.AuditPerServicePerMinute = 1_000_000 // the demo audits every coincidental error
+	cfg.Store = configoptional.Some(sc)
+	cfg.Hints.NetAddr.Endpoint = hintsAddr
+	cfg.Hints.TTL = time.Second
+	cfg.Hints.Refresh = time.Second
+	cfg.Hints.RetryBudget.Ratio = cc.BudgetRatio
+	cfg.Hints.RetryBudget.MinRetriesPerSecond = cc.BudgetMin
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("processor config: %w", err)
+	}
+	set := processortest.NewNopSettings(component.MustNewType("errorownership"))
+	proc, err := f.CreateTraces(ctx, set, cfg, new(consumertest.TracesSink))
+	if err != nil {
+		return nil, fmt.Errorf("create processor: %w", err)
+	}
+	if err := proc.Start(ctx, componenttest.NewNopHost()); err != nil {
+		return nil, fmt.Errorf("start processor: %w", err)
+	}
+	c := &Collector{proc: proc, HintsURL: "http://" + hintsAddr}
+	c.ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		_ = proc.Shutdown(ctx)
+		return nil, err
+	}
+	c.OTLPEndpoint = "http://" + c.ln.Addr().String() + "/v1/traces"
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/traces", c.receive)
+	c.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = c.srv.Serve(c.ln) }()
+	return c, nil
+}
+
+// receive decodes one OTLP/HTTP protobuf export and hands it to the processor.
+func (c *Collector) receive(w http.ResponseWriter, r *http.Request) {
+	var body io.Reader = r.Body
+	if r.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		defer zr.Close()
+		body = zr
+	}
+	b, err := io.ReadAll(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	req := ptraceotlp.NewExportRequest()
+	if err := req.UnmarshalProto(b); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	td := req.Traces()
+	if err := c.proc.ConsumeTraces(r.Context(), td); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	c.Spans.Add(int64(td.SpanCount()))
+	out, _ := ptraceotlp.NewExportResponse().MarshalProto()
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	_, _ = w.Write(out)
+}
+
+// Shutdown stops the receiver, then the processor, which analyses every
+// trace still buffered and writes the last statistics to the store.
+func (c *Collector) Shutdown(ctx context.Context) error {
+	err := c.srv.Shutdown(ctx)
+	return errors.Join(err, c.proc.Shutdown(ctx))
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}

@@ -1,0 +1,407 @@
+package simulation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"text/tabwriter"
+	"time"
+
+	"github.com/errorownership/errorownership/hooks"
+	"github.com/errorownership/errorownership/hooks/hints"
+	"github.com/errorownership/errorownership/store"
+	"github.com/errorownership/errorownership/store/pgtest"
+)
+
+// DemoOptions configure Demo. Zero values take the defaults in brackets.
+type DemoOptions struct {
+	// DSN is an existing database; empty starts a throwaway PostgreSQL
+	// cluster with pgtest, removed at the end unless Keep.
+	DSN  string
+	Keep bool
+	// ChainRequests are root requests per chain policy [200];
+	// CheckoutRequests per checkout phase [3000]; AvailabilityRequests
+	// per error rate [100000]; Concurrency root requests at once [4].
+	ChainRequests, CheckoutRequests, AvailabilityRequests, Concurrency int
+	Seed                                                               uint64
+	// Out receives the progress lines and the report.
+	Out io.Writer
+}
+
+// BudgetRatio is the demo's retry budget; the min-retries floor is 0.
+const BudgetRatio = 0.1
+
+// Chain services in order, and the article's theoretical requests served
+// per root request for each policy.
+var (
+	ChainServices = []string{"a", "b", "c", "d", "e", "f", "g"}
+	ChainPolicies = []Policy{RetryEveryHop, BudgetPolicy, Ownership}
+	ChainTheory   = map[Policy][]float64{
+		RetryEveryHop: {1, 2, 4, 8, 8, 8, 8},
+		BudgetPolicy:  {1, 1.1, 1.21, 1.331, 1.331, 1.331, 1.331},
+		Ownership:     {1, 1, 1, 1.1, 1.1, 1.1, 1.1},
+	}
+	AvailabilityRates = []float64{0.001, 0.01, 0.05, 0.10, 0.20, 0.30}
+)
+
+// CoincidentalPhase is the checkout scenario's outcome in one phase.
+type CoincidentalPhase struct {
+	Hints    bool
+	Requests int
+	// TrueCoincidental counts root requests where checkout failed on its
+	// own while its fail-open recommendations call failed and payments did
+	// not; Detected those the processor audited as coincidental;
+	// TruePositives both.
+	TrueCoincidental, Detected, TruePositives int
+	Precision, Recall                         float64
+	// OwnFailures counts checkout's own failures (ground truth), OwnClaimed
+	// those it answered with Error-Claim: claimed.
+	OwnFailures, OwnClaimed int
+}
+
+// DemoReport holds every figure Demo prints.
+type DemoReport struct {
+	// ServedStore and ServedServers: requests served per root request, by
+	// policy, in ChainServices order: from store.ServedPerRoot and from the
+	// servers' own counters.
+	ServedStore, ServedServers map[Policy][]float64
+	Radius                     map[Policy]store.RootSummary
+	Availability               []AvailabilityRow
+	Coincidental               []CoincidentalPhase
+	Where                      string
+	Duration                   time.Duration
+}
+
+func (o *DemoOptions) defaults() {
+	if o.ChainRequests <= 0 {
+		o.ChainRequests = 200
+	}
+	if o.CheckoutRequests <= 0 {
+		o.CheckoutRequests = 3000
+	}
+	if o.AvailabilityRequests <= 0 {
+		o.AvailabilityRequests = 100_000
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 4
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+}
+
+// Demo runs the whole demonstration and prints it to o.Out.
+func Demo(ctx context.Context, o DemoOptions) (rep *DemoReport, err error) {
+	o.defaults()
+	begin := time.Now()
+	out := o.Out
+	progress := func(format string, args ...any) {
+		fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(begin).Seconds(), fmt.Sprintf(format, args...))
+	}
+
+	dsn := o.DSN
+	// In a database of the user's (--dsn), earlier demos' rows may share the
+	// time window: a run tag in every route keeps this demo's operations apart.
+	prefix := ""
+	if dsn != "" {
+		prefix = "/run-" + begin.UTC().Format("20060102T150405")
+		progress("using the database given by --dsn; this run's routes start with %s", prefix)
+	}
+	var cluster *pgtest.Cluster
+	if dsn == "" {
+		progress("starting a throwaway PostgreSQL cluster (pgtest)…")
+		cluster, err = pgtest.StartCluster(ctx, pgtest.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("start PostgreSQL: %w (or pass --dsn)", err)
+		}
+		defer func() {
+			if o.Keep {
+				return
+			}
+			if rerr := cluster.Remove(); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("remove PostgreSQL cluster: %w", rerr))
+			} else {
+				progress("PostgreSQL cluster removed")
+			}
+		}()
+		if dsn, err = cluster.CreateDatabase(ctx, "errorownership"); err != nil {
+			return nil, err
+		}
+	}
+
+	progress("starting the errorownership processor in process (decision_wait 300ms, flush_interval 1s)…")
+	col, err := StartCollector(ctx, CollectorConfig{DSN: dsn, DecisionWait: 300 * time.Millisecond,
+		FlushInterval: time.Second, BudgetRatio: BudgetRatio, BudgetMin: 0})
+	if err != nil {
+		return nil, err
+	}
+	collectorUp := true
+	defer func() {
+		if collectorUp {
+			_ = col.Shutdown(context.Background())
+		}
+	}()
+	progress("collector: OTLP/HTTP at %s, hints at %s", col.OTLPEndpoint, col.HintsURL)
+
+	rep = &DemoReport{ServedStore: map[Policy][]float64{}, ServedServers: map[Policy][]float64{},
+		Radius: map[Policy]store.RootSummary{}}
+	run := func(top *Topology, p Policy, route string, withHints bool, n int) (*RunResult, error) {
+		r, err := Run(ctx, RunConfig{Topology: top, Policy: p, Route: route, Hints: withHints,
+			HintsURL: col.HintsURL, OTLPEndpoint: col.OTLPEndpoint, Requests: n, Concurrency: o.Concurrency,
+			BudgetRatio: BudgetRatio, BudgetMin: 0, Seed: o.Seed})
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", route, p, err)
+		}
+		total := int64(0)
+		for _, v := range r.Served {
+			total += v
+		}
+		progress("  %-28s %4d root requests in %5.2fs: %5d requests served, %d root failures, %d spans received so far",
+			route+" ("+string(p)+hintsLabel(withHints)+")", n, r.End.Sub(r.Start).Seconds(), total, r.RootFailed, col.Spans.Load())
+		return r, nil
+	}
+
+	progress("chain A→B→C→D→E→F→G, D always fails: %d root requests per policy, concurrency %d", o.ChainRequests, o.Concurrency)
+	chain := Chain()
+	for _, p := range ChainPolicies {
+		r, err := run(chain, p, prefix+"/chain/"+string(p), false, o.ChainRequests)
+		if err != nil {
+			return nil, err
+		}
+		per := make([]float64, len(ChainServices))
+		for i, s := range ChainServices {
+			per[i] = float64(r.Served[s]) / float64(o.ChainRequests)
+		}
+		rep.ServedServers[p] = per
+	}
+
+	progress("checkout scenario: recommendations (fail-open, fails 30%%), payments (fail-close, fails 5%%), checkout fails 10%% on its own")
+	checkout := Checkout()
+	noHints, err := run(checkout, Ownership, prefix+"/checkout", false, o.CheckoutRequests)
+	if err != nil {
+		return nil, err
+	}
+	progress("  waiting for the processor to learn recommendations is fail-open and serve it as a hint…")
+	if err := waitFailOpen(ctx, col.HintsURL, "GET "+prefix+"/checkout", 30*time.Second); err != nil {
+		return nil, err
+	}
+	progress("  hints: checkout → recommendations is fail_open")
+	withHints, err := run(checkout, Ownership, prefix+"/checkout", true, o.CheckoutRequests)
+	if err != nil {
+		return nil, err
+	}
+
+	progress("availability after retries, in process: %d calls per error rate, budget %.0f%%, no min-retries floor", o.AvailabilityRequests, BudgetRatio*100)
+	rep.Availability = Availability(AvailabilityRates, BudgetRatio, o.AvailabilityRequests, o.Seed)
+
+	progress("shutting the processor down (analyses what is buffered, writes the last bucket)…")
+	collectorUp = false
+	if err := col.Shutdown(ctx); err != nil {
+		return nil, fmt.Errorf("processor shutdown: %w", err)
+	}
+
+	sc := store.DefaultConfig()
+	sc.DSN = dsn
+	st, err := store.Open(ctx, sc)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	from, to := begin.Add(-2*time.Minute), time.Now().Add(2*time.Minute)
+	served, err := st.ServedPerRoot(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	roots, err := st.Roots(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	audit, err := st.Audit(ctx, from, to, "checkout", 1_000_000)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range ChainPolicies {
+		op := "GET " + prefix + "/chain/" + string(p)
+		per := make([]float64, len(ChainServices))
+		for _, r := range served {
+			if r.RootOperation != op {
+				continue
+			}
+			for i, s := range ChainServices {
+				if r.Service == s {
+					per[i] += r.PerRoot
+				}
+			}
+		}
+		rep.ServedStore[p] = per
+		for _, r := range roots {
+			if r.RootOperation == op {
+				rep.Radius[p] = r
+			}
+		}
+	}
+	audited := map[string]bool{}
+	for _, a := range audit {
+		audited[a.TraceID] = true
+	}
+	for _, r := range []*RunResult{noHints, withHints} {
+		rep.Coincidental = append(rep.Coincidental, coincidental(r, audited))
+	}
+	rep.Where = where(st, cluster, o.Keep)
+	rep.Duration = time.Since(begin)
+	rep.Print(out)
+	return rep, nil
+}
+
+func hintsLabel(h bool) string {
+	if h {
+		return ", hints"
+	}
+	return ""
+}
+
+// waitFailOpen polls the hints endpoint until checkout's edge to
+// recommendations is fail-open.
+func waitFailOpen(ctx context.Context, base, op string, limit time.Duration) error {
+	c := hints.New(base, "checkout")
+	deadline := time.Now().Add(limit)
+	for {
+		if _, err := c.Refresh(ctx); err == nil && c.Mode(op, "recommendations", op) == hooks.ModeFailOpen {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			h, _ := c.Hints()
+			return fmt.Errorf("the hints did not call checkout → recommendations fail-open within %v (hints: %+v)", limit, h)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func coincidental(r *RunResult, audited map[string]bool) CoincidentalPhase {
+	ph := CoincidentalPhase{Hints: r.Config.Hints, Requests: r.Config.Requests}
+	for id, t := range r.Truth {
+		own := t.OwnFaults["checkout"] > 0
+		truth := own && t.FailedCalls["checkout>recommendations"] > 0 && t.FailedCalls["checkout>payments"] == 0
+		if truth {
+			ph.TrueCoincidental++
+		}
+		if audited[id] {
+			ph.Detected++
+			if truth {
+				ph.TruePositives++
+			}
+		}
+		if own {
+			ph.OwnFailures++
+			if t.Claim == "claimed" {
+				ph.OwnClaimed++
+			}
+		}
+	}
+	ph.Precision = ratio(ph.TruePositives, ph.Detected)
+	ph.Recall = ratio(ph.TruePositives, ph.TrueCoincidental)
+	return ph
+}
+
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return math.NaN()
+	}
+	return float64(a) / float64(b)
+}
+
+func where(st *store.Store, cluster *pgtest.Cluster, keep bool) string {
+	s := fmt.Sprintf("Database: %s\n", st)
+	s += "Tables: operation_stats, claim_accuracy, edge_stats, depth_stats, root_stats, coincidental_audit, flushes\n" +
+		"        (edge model: SELECT * FROM edge_model(now() - interval '1 hour', interval '10 minutes'))\n"
+	s += "Grafana dashboards: not yet built.\n"
+	switch {
+	case cluster == nil:
+		s += "The database is yours (--dsn); the demo left its rows there.\n"
+	case keep:
+		s += fmt.Sprintf("PostgreSQL is still running (--keep): psql %q\n", cluster.DSNFor("errorownership"))
+		s += fmt.Sprintf("Stop it with: go run ./store/pgtest/cmd/pgcluster stop %s   (then rm -rf %s)\n", cluster.Dir(), cluster.Dir())
+	default:
+		s += "The throwaway cluster is removed when the demo ends (--keep leaves it running).\n"
+	}
+	return s
+}
+
+// Print writes the report, measured figures beside the article's theory.
+func (rep *DemoReport) Print(w io.Writer) {
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "== Requests served per node per root request (Ƞ): measured (store / server counters) vs theory")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "policy\t")
+	for _, s := range ChainServices {
+		fmt.Fprintf(tw, "%s\t", s)
+	}
+	fmt.Fprintln(tw)
+	for _, p := range ChainPolicies {
+		for _, row := range []struct {
+			label string
+			v     []float64
+		}{{string(p) + " store", rep.ServedStore[p]}, {"servers", rep.ServedServers[p]}, {"theory", ChainTheory[p]}} {
+			fmt.Fprintf(tw, "%s\t", row.label)
+			for _, v := range row.v {
+				fmt.Fprintf(tw, "%.2f\t", v)
+			}
+			fmt.Fprintln(tw)
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "(budget: ratio %.0f%%, min-retries floor 0: the hooks' default floor, %d retries/s over a %v window,\n would allow more retries than 10%% of these few hundred requests earn, and hide the ratio)\n",
+		BudgetRatio*100, hooks.DefaultMinRetriesPerSecond, hooks.DefaultBudgetWindow)
+
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "== Retry-storm radius (store.Roots): longest chain of hops that retried one failure")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\troot requests\tradius max\tradius mean\ttheory\t")
+	theory := map[Policy]string{RetryEveryHop: "3", BudgetPolicy: "≤3", Ownership: "1"}
+	for _, p := range ChainPolicies {
+		r := rep.Radius[p]
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%s\t\n", p, r.Requests, r.StormRadiusMax, r.StormRadiusMean, theory[p])
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "== Failure rate after retries (one retry, 10% budget): measured vs e_after = (e − min(e,B)) + min(e,B)·e")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "base error rate\tretried\tmeasured after\ttheory after\tavailability\tcalls\t")
+	for _, a := range rep.Availability {
+		fmt.Fprintf(tw, "%.1f%%\t%.2f%%\t%.3f%%\t%.3f%%\t%.3f%%\t%d\t\n", a.Rate*100, a.Retries*100, a.Measured*100, a.Theory*100, (1-a.Measured)*100, a.Requests)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "(in process: a callee failing independently at rate e, a caller with hooks.Budget and one retry;")
+	fmt.Fprintln(w, " below 0.05% after retries the sample holds too few failures for a relative comparison)")
+
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "== Claim accuracy and coincidental errors (checkout; ground truth vs the processor's audit)")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\trequests\ttrue coincidental\taudited\tprecision\trecall\tcheckout's own failures\tsent claimed\t")
+	for _, c := range rep.Coincidental {
+		label := "without hints (model learning)"
+		if c.Hints {
+			label = "with hints (model learned)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.3f\t%.3f\t%d\t%.1f%%\t\n", label, c.Requests, c.TrueCoincidental, c.Detected,
+			c.Precision, c.Recall, c.OwnFailures, 100*ratio(c.OwnClaimed, c.OwnFailures))
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "(without hints checkout cannot know recommendations is fail-open, so an own failure that coincides")
+	fmt.Fprintln(w, " with a failed recommendations call is sent unclaimed; with hints it is claimed and audited)")
+
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "== Where the statistics are")
+	fmt.Fprint(w, rep.Where)
+	fmt.Fprintf(w, "Demo took %.1fs.\n", rep.Duration.Seconds())
+}

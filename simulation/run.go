@@ -1,0 +1,370 @@
+package simulation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/errorownership/errorownership/hooks"
+	"github.com/errorownership/errorownership/hooks/hints"
+	"github.com/errorownership/errorownership/hooks/hookshttp"
+)
+
+// Policy is how the simulated services retry.
+type Policy string
+
+// The three retry policies.
+const (
+	// RetryEveryHop: every caller retries a failed call once, without a
+	// budget; no service has the hooks, so no error carries a claim.
+	RetryEveryHop Policy = "retry_every_hop"
+	// BudgetPolicy: every caller retries a failed call once within a 10 %
+	// retry budget; no hooks.
+	BudgetPolicy Policy = "budget"
+	// Ownership: hookshttp.Middleware on every server, hookshttp.Transport
+	// with a 10 % budget on every client.
+	Ownership Policy = "ownership"
+)
+
+// TraceIDHeader is the response header through which a simulated service
+// tells the simulator the trace ID of the request, so the ground truth can be
+// matched with what the collector saw.
+const TraceIDHeader = "Sim-Trace-Id"
+
+// RunConfig is one run of a topology under one policy.
+type RunConfig struct {
+	Topology *Topology
+	Policy   Policy
+	// Route is the path every service serves in this run ("/checkout");
+	// operations are "GET <Route>", so runs with distinct routes never mix
+	// in the store.
+	Route string
+	// Hints makes the ownership hooks poll HintsURL.
+	Hints    bool
+	HintsURL string
+	// OTLPEndpoint receives every service's spans (OTLP/HTTP protobuf).
+	OTLPEndpoint string
+	Requests     int
+	Concurrency  int
+	// BudgetRatio and BudgetMin are the clients' retry budget limits.
+	BudgetRatio, BudgetMin float64
+	Seed                   uint64
+}
+
+// TraceTruth is the ground truth of one root request.
+type TraceTruth struct {
+	// OwnFaults counts, per service, the requests that failed on their own
+	// (injected faults).
+	OwnFaults map[string]int
+	// FailedCalls counts, per "caller>callee", logical calls whose last
+	// attempt failed.
+	FailedCalls map[string]int
+	// Status and Claim are the root service's answer.
+	Status int
+	Claim  string
+}
+
+// RunResult is what one run saw.
+type RunResult struct {
+	Config     RunConfig
+	Start, End time.Time
+	// Served counts the requests each service's server handled, retries
+	// included.
+	Served map[string]int64
+	// Truth is keyed by trace ID (lower-case hex).
+	Truth map[string]*TraceTruth
+	// RootFailed counts root requests answered with a server fault;
+	// Errors transport errors at the simulator.
+	RootFailed, Errors int
+}
+
+type truthBook struct {
+	mu sync.Mutex
+	m  map[string]*TraceTruth
+}
+
+func (b *truthBook) get(id string) *TraceTruth {
+	t := b.m[id]
+	if t == nil {
+		t = &TraceTruth{OwnFaults: map[string]int{}, FailedCalls: map[string]int{}}
+		b.m[id] = t
+	}
+	return t
+}
+
+func (b *truthBook) own(id, svc string) {
+	b.mu.Lock()
+	b.get(id).OwnFaults[svc]++
+	b.mu.Unlock()
+}
+
+func (b *truthBook) failedCall(id, caller, callee string) {
+	b.mu.Lock()
+	b.get(id).FailedCalls[caller+">"+callee]++
+	b.mu.Unlock()
+}
+
+type edgeClient struct {
+	Edge
+	url    string
+	client *http.Client
+}
+
+type simService struct {
+	Service
+	route   string
+	edges   []edgeClient
+	served  atomic.Int64
+	book    *truthBook
+	start   time.Time
+	rngMu   sync.Mutex
+	rng     *rand.Rand
+	tp      *sdktrace.TracerProvider
+	srv     *http.Server
+	ln      net.Listener
+	closers []func()
+}
+
+func (s *simService) fault() bool {
+	rate := s.Fault.RateAt(time.Since(s.start))
+	if rate <= 0 {
+		return false
+	}
+	s.rngMu.Lock()
+	defer s.rngMu.Unlock()
+	return s.rng.Float64() < rate
+}
+
+func (s *simService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.served.Add(1)
+	tid := trace.SpanContextFromContext(r.Context()).TraceID().String()
+	w.Header().Set(TraceIDHeader, tid)
+	for _, e := range s.edges {
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, e.url, nil)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		res, err := e.client.Do(req)
+		failed := err != nil || res.StatusCode >= 500
+		if res != nil {
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+		if failed {
+			s.book.failedCall(tid, s.Name, e.Callee)
+			if !e.FailOpen {
+				w.WriteHeader(http.StatusBadGateway) // propagated
+				return
+			}
+		}
+	}
+	if s.fault() {
+		s.book.own(tid, s.Name)
+		w.WriteHeader(http.StatusInternalServerError) // its own error
+		return
+	}
+	if s.Latency > 0 {
+		time.Sleep(s.Latency)
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// plainRetry is an ordinary client without the hooks: it retries every
+// server fault up to attempts, within budget if there is one.
+type plainRetry struct {
+	next     http.RoundTripper
+	attempts int
+	budget   *hooks.Budget
+}
+
+func (p *plainRetry) RoundTrip(r *http.Request) (*http.Response, error) {
+	if p.budget != nil {
+		p.budget.Deposit()
+	}
+	for attempt := 0; ; attempt++ {
+		req := r
+		if attempt > 0 {
+			req = r.Clone(r.Context())
+			req.Header.Set("Retry-Attempt", strconv.Itoa(attempt))
+		}
+		res, err := p.next.RoundTrip(req)
+		if res != nil && res.Request != nil && attempt > 0 {
+			trace.SpanFromContext(res.Request.Context()).SetAttributes(attribute.Int("http.request.resend_count", attempt))
+		}
+		failed := err != nil || res.StatusCode >= 500
+		if !failed || attempt+1 >= p.attempts || (p.budget != nil && !p.budget.TryWithdraw()) {
+			return res, err
+		}
+		if res != nil {
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+	}
+}
+
+// Run starts the topology's services, sends cfg.Requests root requests,
+// flushes every span to the collector and stops everything.
+func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
+	top := cfg.Topology
+	if cfg.Concurrency < 1 {
+		cfg.Concurrency = 1
+	}
+	book := &truthBook{m: map[string]*TraceTruth{}}
+	start := time.Now()
+	services := map[string]*simService{}
+	var all []*simService
+	hctx, stopHints := context.WithCancel(context.Background())
+	defer stopHints()
+	defer func() {
+		for _, s := range all {
+			if s.srv != nil {
+				_ = s.srv.Close()
+			} else if s.ln != nil {
+				_ = s.ln.Close()
+			}
+			for _, c := range s.closers {
+				c()
+			}
+		}
+	}()
+	for i, sv := range top.Services {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		s := &simService{Service: sv, route: cfg.Route, book: book, start: start, ln: ln,
+			rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1))}
+		services[sv.Name] = s
+		all = append(all, s)
+	}
+	url := func(name string) string { return "http://" + services[name].ln.Addr().String() + cfg.Route }
+	op := "GET " + cfg.Route
+	prop := propagation.TraceContext{}
+	for _, s := range all {
+		exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(cfg.OTLPEndpoint))
+		if err != nil {
+			return nil, err
+		}
+		s.tp = sdktrace.NewTracerProvider(
+			sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", s.Name))),
+			sdktrace.WithSampler(sdktrace.AlwaysSample()),
+			sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(200*time.Millisecond),
+				sdktrace.WithMaxQueueSize(1<<16), sdktrace.WithMaxExportBatchSize(2048)),
+		)
+		var hintSrc *hints.Client
+		if cfg.Policy == Ownership && cfg.Hints {
+			hintSrc = hints.New(cfg.HintsURL, s.Name)
+			if _, err := hintSrc.Refresh(ctx); err != nil {
+				return nil, fmt.Errorf("hints for %s: %w", s.Name, err)
+			}
+			go hintSrc.Run(hctx)
+		}
+		for _, e := range s.Edges {
+			base := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}
+			s.closers = append(s.closers, base.CloseIdleConnections)
+			otelT := otelhttp.NewTransport(base, otelhttp.WithTracerProvider(s.tp), otelhttp.WithPropagators(prop),
+				otelhttp.WithSpanOptions(trace.WithAttributes(attribute.String("service.peer.name", e.Callee))))
+			limits := hooks.Limits{Ratio: cfg.BudgetRatio, MinPerSecond: cfg.BudgetMin}
+			var rt http.RoundTripper
+			switch cfg.Policy {
+			case RetryEveryHop:
+				rt = &plainRetry{next: otelT, attempts: 2}
+			case BudgetPolicy:
+				rt = &plainRetry{next: otelT, attempts: 2, budget: hooks.NewBudget(limits)}
+			case Ownership:
+				callee := e.Callee
+				opts := []hookshttp.Option{
+					hookshttp.WithBudget(hooks.NewBudget(limits)),
+					hookshttp.WithMaxAttempts(2),
+					hookshttp.WithBackoff(time.Millisecond, 2*time.Millisecond),
+					hookshttp.WithPeerService(func(*http.Request) string { return callee }),
+					hookshttp.WithPeerOperation(func(*http.Request) string { return op }),
+				}
+				if hintSrc != nil {
+					opts = append(opts, hookshttp.WithHints(hintSrc))
+				}
+				rt = hookshttp.Transport(otelT, opts...)
+			default:
+				return nil, fmt.Errorf("unknown policy %q", cfg.Policy)
+			}
+			s.edges = append(s.edges, edgeClient{Edge: e, url: url(e.Callee),
+				client: &http.Client{Transport: rt, Timeout: 30 * time.Second}})
+		}
+		mux := http.NewServeMux()
+		mux.Handle(op, s)
+		var h http.Handler = mux
+		if cfg.Policy == Ownership {
+			mopts := []hookshttp.Option{hookshttp.WithOperation(func(*http.Request) string { return op })}
+			if hintSrc != nil {
+				mopts = append(mopts, hookshttp.WithHints(hintSrc))
+			}
+			h = hookshttp.Middleware(h, mopts...)
+		}
+		h = otelhttp.NewHandler(h, op, otelhttp.WithTracerProvider(s.tp), otelhttp.WithPropagators(prop),
+			otelhttp.WithSpanNameFormatter(func(op string, _ *http.Request) string { return op }))
+		s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		go func(s *simService) { _ = s.srv.Serve(s.ln) }(s)
+	}
+
+	res := &RunResult{Config: cfg, Start: start, Served: map[string]int64{}}
+	rootURL := url(top.Root)
+	driver := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 60 * time.Second}
+	defer driver.CloseIdleConnections()
+	var next atomic.Int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range cfg.Concurrency {
+		wg.Go(func() {
+			for next.Add(1) <= int64(cfg.Requests) && ctx.Err() == nil {
+				r, err := driver.Get(rootURL)
+				if err != nil {
+					mu.Lock()
+					res.Errors++
+					mu.Unlock()
+					continue
+				}
+				_, _ = io.Copy(io.Discard, r.Body)
+				r.Body.Close()
+				tid := r.Header.Get(TraceIDHeader)
+				book.mu.Lock()
+				t := book.get(tid)
+				t.Status, t.Claim = r.StatusCode, r.Header.Get("Error-Claim")
+				book.mu.Unlock()
+				if r.StatusCode >= 500 {
+					mu.Lock()
+					res.RootFailed++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	res.End = time.Now()
+	var errs []error
+	for _, s := range all {
+		res.Served[s.Name] = s.served.Load()
+		errs = append(errs, s.tp.Shutdown(ctx)) // exports every span
+	}
+	res.Truth = book.m
+	if ctx.Err() != nil {
+		errs = append(errs, ctx.Err())
+	}
+	return res, errors.Join(errs...)
+}
