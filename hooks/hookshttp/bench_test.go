@@ -246,9 +246,6 @@ func BenchmarkHTTPOverheadInProcess(b *testing.B) {
 // TestOverheadAllocations holds the allocation target: our middleware and
 // transport add at most maxAddedAllocs allocations per request.
 func TestOverheadAllocations(t *testing.T) {
-	if testing.Short() {
-		t.Skip("measures allocations")
-	}
 	bare, ours := inProcessSetups()
 	a := testing.AllocsPerRun(1000, bare.do)
 	o := testing.AllocsPerRun(1000, ours.do)
