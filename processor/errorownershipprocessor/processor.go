@@ -204,9 +204,12 @@ func (p *ownershipProcessor) observe(ctx context.Context, td ptrace.Traces) {
 		return
 	}
 	tb := p.telemetry
-	tb.ProcessorErrorownershipSpansSeen.Add(ctx, int64(td.SpanCount()))
+	counted := false
 	defer func() {
 		if r := recover(); r != nil {
+			if !counted {
+				tb.ProcessorErrorownershipSpansSeen.Add(ctx, int64(td.SpanCount()))
+			}
 			p.recovered(ctx, "extracting and buffering spans", r)
 		}
 	}()
@@ -214,6 +217,10 @@ func (p *ownershipProcessor) observe(ctx context.Context, td ptrace.Traces) {
 	sc.spans = sc.ex.Append(sc.spans[:0], td)
 	malformed := int64(sc.ex.Malformed)
 	sc.ex.Malformed = 0
+	// Counted from the extraction rather than td.SpanCount(), which would
+	// walk the batch a second time on the pipeline's goroutine.
+	tb.ProcessorErrorownershipSpansSeen.Add(ctx, int64(len(sc.spans))+malformed)
+	counted = true
 	var c insertCounts
 	sc.runs = p.buffer.add(sc.spans, sc.runs, p.buffer.now(), &c)
 	if cap(sc.spans) > maxScratchSpans {
