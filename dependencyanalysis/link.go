@@ -2,6 +2,7 @@ package dependencyanalysis
 
 import (
 	"cmp"
+	"encoding/binary"
 	"slices"
 	"time"
 
@@ -117,7 +118,8 @@ func (t *Trace) RequestSpan(r *Request) *Span { return &t.Spans[r.Span] }
 type Analyzer struct {
 	tr Trace
 
-	index    map[pcommon.SpanID]int32
+	slots    []int32 // span index + 1 by slotOf(SpanID); 0 is empty
+	slotMask uint64
 	parent   []int32
 	encl     []int32 // nearest inbound strict ancestor, -1 none
 	state    []uint8
@@ -137,7 +139,7 @@ type attemptRef struct {
 
 // NewAnalyzer returns an Analyzer.
 func NewAnalyzer() *Analyzer {
-	return &Analyzer{index: make(map[pcommon.SpanID]int32, 64)}
+	return &Analyzer{}
 }
 
 // Link builds the requests and logical calls of one trace's spans. Spans
@@ -238,52 +240,53 @@ func (a *Analyzer) Link(spans []Span) *Trace {
 // duplicate is the state of a span ignored for its repeated ID.
 const duplicate = 3
 
-// smallTrace is the size up to which span IDs are found by a linear scan:
-// for the usual trace of tens of spans it beats hashing every ID.
-const smallTrace = 48
-
-// indexSpans marks duplicate span IDs and, for large traces, builds the
-// ID index that find uses.
+// indexSpans marks duplicate span IDs and builds the ID index find uses:
+// an open-addressing table of span positions, sized to a power of two at
+// least twice the trace, so that a lookup is a multiply and a probe or two
+// rather than a string-keyed map access.
 func (a *Analyzer) indexSpans() {
 	spans := a.tr.Spans
-	if len(spans) <= smallTrace {
-		for i := range spans {
-			for j := range i {
-				if a.state[j] != duplicate && spans[j].SpanID == spans[i].SpanID {
-					a.tr.Link.Duplicates++
-					a.state[i] = duplicate
-					break
-				}
+	size := 16
+	for size < 2*len(spans) {
+		size *= 2
+	}
+	a.slots = resize(a.slots, size, 0)
+	a.slotMask = uint64(size - 1)
+	for i := range spans {
+		id := spans[i].SpanID
+		for h := slotOf(id) & a.slotMask; ; h = (h + 1) & a.slotMask {
+			j := a.slots[h]
+			if j == 0 {
+				a.slots[h] = int32(i) + 1
+				break
+			}
+			if spans[j-1].SpanID == id {
+				a.tr.Link.Duplicates++
+				a.state[i] = duplicate
+				break
 			}
 		}
-		return
-	}
-	clear(a.index)
-	for i := range spans {
-		if _, seen := a.index[spans[i].SpanID]; seen {
-			a.tr.Link.Duplicates++
-			a.state[i] = duplicate
-			continue
-		}
-		a.index[spans[i].SpanID] = int32(i)
 	}
 }
 
 // find returns the index of the first span with ID id, or -1.
 func (a *Analyzer) find(id pcommon.SpanID) int32 {
 	spans := a.tr.Spans
-	if len(spans) <= smallTrace {
-		for j := range spans {
-			if spans[j].SpanID == id {
-				return int32(j)
-			}
+	for h := slotOf(id) & a.slotMask; ; h = (h + 1) & a.slotMask {
+		j := a.slots[h]
+		if j == 0 {
+			return -1
 		}
-		return -1
+		if spans[j-1].SpanID == id {
+			return j - 1
+		}
 	}
-	if j, ok := a.index[id]; ok {
-		return j
-	}
-	return -1
+}
+
+// slotOf spreads a span ID over the table: span IDs are random, but not
+// always (counters, tests), so they are mixed before use.
+func slotOf(id pcommon.SpanID) uint64 {
+	return (binary.LittleEndian.Uint64(id[:]) * 0x9E3779B97F4A7C15) >> 32
 }
 
 // enclosingRequests sets encl for every span, walking parents with memo.

@@ -92,6 +92,7 @@ type EdgeModel struct {
 	z       float64
 	mu      sync.RWMutex
 	edges   map[EdgeKey]*EdgeCounts
+	cache   [1024]modelSlot // in front of edges, as in Stats; under mu
 	epoch   pcommon.Timestamp
 	newest  pcommon.Timestamp
 	maxSize int
@@ -169,14 +170,24 @@ func (m *EdgeModel) Observe(t *Trace) {
 	}
 }
 
+type modelSlot struct {
+	k EdgeKey
+	c *EdgeCounts
+}
+
 func (m *EdgeModel) observe(k EdgeKey, callFailed, reqFailed bool, w float64) {
-	c, ok := m.edges[k]
-	if !ok {
-		if len(m.edges) >= m.maxSize {
-			return
+	slot := &m.cache[(mix(k.Service, k.Operation)^mix(k.PeerService, k.PeerOperation)*31)%uint32(len(m.cache))]
+	c := slot.c
+	if c == nil || slot.k != k {
+		var ok bool
+		if c, ok = m.edges[k]; !ok {
+			if len(m.edges) >= m.maxSize {
+				return
+			}
+			c = new(EdgeCounts)
+			m.edges[k] = c
 		}
-		c = new(EdgeCounts)
-		m.edges[k] = c
+		*slot = modelSlot{k, c}
 	}
 	if callFailed {
 		c.CallFailed += w

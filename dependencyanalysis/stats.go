@@ -102,7 +102,25 @@ type Stats struct {
 
 	auditCount map[Symbol]int
 	radius     []int16
+	// Direct-mapped caches in front of Operations and Edges: a trace's
+	// requests and calls mostly repeat keys seen moments ago, and a cache
+	// hit costs a multiply and a compare instead of hashing a struct key.
+	opCache   [256]opSlot
+	edgeCache [512]edgeSlot
 }
+
+type opSlot struct {
+	k OperationKey
+	v *OperationStats
+}
+
+type edgeSlot struct {
+	k EdgeKey
+	v *EdgeStats
+}
+
+// mix spreads symbols over a cache; symbols are small dense integers.
+func mix(a, b Symbol) uint32 { return (uint32(a)*0x9E3779B1 ^ uint32(b)*0x85EBCA77) >> 16 }
 
 // NewStats returns empty Stats.
 func NewStats() *Stats {
@@ -125,6 +143,8 @@ func (s *Stats) Reset() {
 	clear(s.Depths)
 	clear(s.Roots)
 	clear(s.auditCount)
+	clear(s.opCache[:])
+	clear(s.edgeCache[:])
 	s.Link = LinkStats{}
 	s.Traces = 0
 	s.Audit = s.Audit[:0]
@@ -199,20 +219,30 @@ func (s *Stats) audit(e AuditEntry) {
 }
 
 func (s *Stats) operation(k OperationKey) *OperationStats {
+	slot := &s.opCache[mix(k.Service, k.Operation)%uint32(len(s.opCache))]
+	if slot.v != nil && slot.k == k {
+		return slot.v
+	}
 	op, ok := s.Operations[k]
 	if !ok {
 		op = new(OperationStats)
 		s.Operations[k] = op
 	}
+	*slot = opSlot{k, op}
 	return op
 }
 
 func (s *Stats) edge(k EdgeKey) *EdgeStats {
+	slot := &s.edgeCache[(mix(k.Service, k.Operation)^mix(k.PeerService, k.PeerOperation)*31)%uint32(len(s.edgeCache))]
+	if slot.v != nil && slot.k == k {
+		return slot.v
+	}
 	e, ok := s.Edges[k]
 	if !ok {
 		e = new(EdgeStats)
 		s.Edges[k] = e
 	}
+	*slot = edgeSlot{k, e}
 	return e
 }
 
