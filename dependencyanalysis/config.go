@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/errorownership/errorownership/ownership"
 )
 
 // Config configures the engine. The processor embeds it, so its field tags
@@ -75,8 +79,9 @@ func DefaultConfig() Config {
 			HalfLife:           10 * time.Minute,
 		},
 		Attributes: AttributeNames{
-			PeerService:  []string{"service.peer.name", "peer.service", "messaging.destination.name", "server.address"},
-			RetryAttempt: []string{"http.request.resend_count", "retry.attempt"},
+			PeerService: []string{string(semconv.ServicePeerNameKey), "peer.service",
+				string(semconv.MessagingDestinationNameKey), string(semconv.ServerAddressKey)},
+			RetryAttempt: []string{string(semconv.HTTPRequestResendCountKey), ownership.AttrRetryAttempt},
 		},
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/errorownership/errorownership/ownership"
 )
@@ -88,16 +89,16 @@ func NewExtractor(cfg Config, syms *Symbols) *Extractor {
 	}
 	add(fieldPeerService, peer...)
 	add(fieldAttempt, attempt...)
-	add(fieldHTTPStatus, "http.response.status_code", "http.status_code")
-	add(fieldGRPCStatus, "rpc.grpc.status_code", "rpc.response.status_code", "rpc.status_code")
-	add(fieldErrorType, "error.type")
+	add(fieldHTTPStatus, string(semconv.HTTPResponseStatusCodeKey), "http.status_code")
+	add(fieldGRPCStatus, "rpc.grpc.status_code", string(semconv.RPCResponseStatusCodeKey), "rpc.status_code")
+	add(fieldErrorType, string(semconv.ErrorTypeKey))
 	add(fieldClaim, ownership.AttrClaim)
 	add(fieldClaimReceived, ownership.AttrClaimReceived)
 	add(fieldDecision, ownership.AttrRetryDecision)
-	add(fieldURLTemplate, "url.template", "http.route")
-	add(fieldHTTPMethod, "http.request.method", "http.method")
+	add(fieldURLTemplate, string(semconv.URLTemplateKey), string(semconv.HTTPRouteKey))
+	add(fieldHTTPMethod, string(semconv.HTTPRequestMethodKey), "http.method")
 	add(fieldRPCService, "rpc.service")
-	add(fieldRPCMethod, "rpc.method")
+	add(fieldRPCMethod, string(semconv.RPCMethodKey))
 
 	codes := cfg.Classification.GRPCErrorCodes
 	if codes == nil {
@@ -128,30 +129,34 @@ func (e *Extractor) lookup(k string) attrSpec {
 	if e.attrs != nil {
 		return e.attrs[k]
 	}
+	// Current names come from the semantic conventions package; the older
+	// spellings still sent by many SDKs (peer.service, http.status_code,
+	// http.method, rpc.grpc.status_code, rpc.status_code, rpc.service) are
+	// no longer in it and are written out.
 	switch k {
-	case "service.peer.name":
+	case string(semconv.ServicePeerNameKey):
 		return attrSpec{fieldPeerService, 0}
 	case "peer.service":
 		return attrSpec{fieldPeerService, 1}
-	case "messaging.destination.name":
+	case string(semconv.MessagingDestinationNameKey):
 		return attrSpec{fieldPeerService, 2}
-	case "server.address":
+	case string(semconv.ServerAddressKey):
 		return attrSpec{fieldPeerService, 3}
-	case "http.request.resend_count":
+	case string(semconv.HTTPRequestResendCountKey):
 		return attrSpec{fieldAttempt, 0}
 	case ownership.AttrRetryAttempt:
 		return attrSpec{fieldAttempt, 1}
-	case "http.response.status_code":
+	case string(semconv.HTTPResponseStatusCodeKey):
 		return attrSpec{fieldHTTPStatus, 0}
 	case "http.status_code":
 		return attrSpec{fieldHTTPStatus, 1}
 	case "rpc.grpc.status_code":
 		return attrSpec{fieldGRPCStatus, 0}
-	case "rpc.response.status_code":
+	case string(semconv.RPCResponseStatusCodeKey):
 		return attrSpec{fieldGRPCStatus, 1}
 	case "rpc.status_code":
 		return attrSpec{fieldGRPCStatus, 2}
-	case "error.type":
+	case string(semconv.ErrorTypeKey):
 		return attrSpec{fieldErrorType, 0}
 	case ownership.AttrClaim:
 		return attrSpec{fieldClaim, 0}
@@ -159,17 +164,17 @@ func (e *Extractor) lookup(k string) attrSpec {
 		return attrSpec{fieldClaimReceived, 0}
 	case ownership.AttrRetryDecision:
 		return attrSpec{fieldDecision, 0}
-	case "url.template":
+	case string(semconv.URLTemplateKey):
 		return attrSpec{fieldURLTemplate, 0}
-	case "http.route":
+	case string(semconv.HTTPRouteKey):
 		return attrSpec{fieldURLTemplate, 1}
-	case "http.request.method":
+	case string(semconv.HTTPRequestMethodKey):
 		return attrSpec{fieldHTTPMethod, 0}
 	case "http.method":
 		return attrSpec{fieldHTTPMethod, 1}
 	case "rpc.service":
 		return attrSpec{fieldRPCService, 0}
-	case "rpc.method":
+	case string(semconv.RPCMethodKey):
 		return attrSpec{fieldRPCMethod, 0}
 	}
 	return attrSpec{}
@@ -182,7 +187,7 @@ func (e *Extractor) Append(dst []Span, td ptrace.Traces) []Span {
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
 		svc := e.unknownSvc
-		if v, ok := rs.Resource().Attributes().Get("service.name"); ok && v.Str() != "" {
+		if v, ok := rs.Resource().Attributes().Get(string(semconv.ServiceNameKey)); ok && v.Str() != "" {
 			svc = e.syms.intern(v.Str())
 		}
 		sss := rs.ScopeSpans()
