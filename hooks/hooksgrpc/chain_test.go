@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -105,44 +104,7 @@ func TestChain(t *testing.T) {
 			if got := first(md.Get(ownership.GRPCPushbackKey)); got != wantPushback {
 				t.Errorf("root read pushback %q, want %q", got, wantPushback)
 			}
-			for _, s := range []struct {
-				svc  *service
-				want int
-			}{{a, tc.WantA}, {b, tc.WantB}, {c, tc.WantC}} {
-				if got := int(s.svc.requests.Load()); got != s.want {
-					t.Errorf("%s served %d calls, want %d", s.svc.name, got, s.want)
-				}
-			}
-			_, fromC := b.seen()
-			_, fromB := a.seen()
-			cAttempts, _ := c.seen()
-			if !slices.Equal(fromC, tc.WantFromC) {
-				t.Errorf("B read claims %q from C, want %q", fromC, tc.WantFromC)
-			}
-			if !slices.Equal(fromB, tc.WantFromB) {
-				t.Errorf("A read claims %q from B, want %q", fromB, tc.WantFromB)
-			}
-			if !slices.Equal(cAttempts, tc.WantRetryAttempts) {
-				t.Errorf("C saw grpc-previous-rpc-attempts %q, want %q", cAttempts, tc.WantRetryAttempts)
-			}
-			if tc.WantBClaim != "" {
-				claims := b.spanAttrs(t, trace.SpanKindServer, ownership.AttrClaim, tc.WantB)
-				reasons := b.spanAttrs(t, trace.SpanKindServer, ownership.AttrClaimReason, tc.WantB)
-				for i := range claims {
-					if claims[i] != tc.WantBClaim || reasons[i] != tc.WantBReason {
-						t.Errorf("B's server span %d: error.claim %q, reason %q; want %q, %q", i, claims[i], reasons[i], tc.WantBClaim, tc.WantBReason)
-					}
-				}
-			}
-			if tc.WantBDecisions != nil {
-				got := b.spanAttrs(t, trace.SpanKindClient, ownership.AttrRetryDecision, len(tc.WantBDecisions))
-				if !slices.Equal(got, tc.WantBDecisions) {
-					t.Errorf("B's attempt spans: retry.decision %q, want %q", got, tc.WantBDecisions)
-				}
-			}
-			if got := a.spanAttrs(t, trace.SpanKindClient, ownership.AttrRetryDecision, len(tc.WantADecisions)); !slices.Equal(got, tc.WantADecisions) {
-				t.Errorf("A's attempt spans: retry.decision %q, want %q", got, tc.WantADecisions)
-			}
+			chaintest.Check(t, tc, "grpc-previous-rpc-attempts", a.observation(), b.observation(), c.observation())
 		})
 	}
 }

@@ -7,10 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -22,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/errorownership/errorownership/hooks/hooksgrpc"
+	"github.com/errorownership/errorownership/hooks/internal/chaintest"
 	"github.com/errorownership/errorownership/ownership"
 )
 
@@ -198,24 +197,11 @@ func call(ctx context.Context, conn *grpc.ClientConn) (metadata.MD, error) {
 // the order they ended, waiting briefly for n of them.
 func (s *service) spanAttrs(t *testing.T, kind trace.SpanKind, key string, n int) []string {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		var out []string
-		for _, sp := range s.spans.Ended() {
-			if sp.SpanKind() != kind {
-				continue
-			}
-			v := ""
-			for _, kv := range sp.Attributes() {
-				if kv.Key == attribute.Key(key) {
-					v = kv.Value.Emit()
-				}
-			}
-			out = append(out, v)
-		}
-		if len(out) >= n || time.Now().After(deadline) {
-			return out
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return chaintest.SpanAttrs(s.spans, kind, key, n)
+}
+
+// observation is what the service recorded, for chaintest.Check.
+func (s *service) observation() chaintest.Observed {
+	attempts, claims := s.seen()
+	return chaintest.Observed{Name: s.name, Served: int(s.requests.Load()), Attempts: attempts, Claims: claims, Spans: s.spans}
 }

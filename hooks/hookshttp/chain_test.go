@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -89,30 +88,16 @@ func (r recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // spanAttrs returns attribute key of the service's ended spans of kind, in
-// the order they ended, waiting briefly for n of them: a server span ends
-// just after its response is written.
+// the order they ended, waiting briefly for n of them.
 func (s *service) spanAttrs(t *testing.T, kind trace.SpanKind, key string, n int) []string {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		var out []string
-		for _, sp := range s.spans.Ended() {
-			if sp.SpanKind() != kind {
-				continue
-			}
-			v := ""
-			for _, kv := range sp.Attributes() {
-				if kv.Key == attribute.Key(key) {
-					v = kv.Value.Emit()
-				}
-			}
-			out = append(out, v)
-		}
-		if len(out) >= n || time.Now().After(deadline) {
-			return out
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return chaintest.SpanAttrs(s.spans, kind, key, n)
+}
+
+// observation is what the service recorded, for chaintest.Check.
+func (s *service) observation() chaintest.Observed {
+	attempts, claims := s.seen()
+	return chaintest.Observed{Name: s.name, Served: int(s.requests.Load()), Attempts: attempts, Claims: claims, Spans: s.spans}
 }
 
 // middle is the handler of A and B: call the next service, fail if it did.
@@ -209,44 +194,7 @@ func TestChain(t *testing.T) {
 			if got := res.Header.Get(ownership.HTTPClaimHeader); got != tc.WantRoot {
 				t.Errorf("root read claim %q from A, want %q", got, tc.WantRoot)
 			}
-			for _, s := range []struct {
-				svc  *service
-				want int
-			}{{a, tc.WantA}, {b, tc.WantB}, {c, tc.WantC}} {
-				if got := int(s.svc.requests.Load()); got != s.want {
-					t.Errorf("%s served %d requests, want %d", s.svc.name, got, s.want)
-				}
-			}
-			_, fromC := b.seen()
-			_, fromB := a.seen()
-			cAttempts, _ := c.seen()
-			if !slices.Equal(fromC, tc.WantFromC) {
-				t.Errorf("B read claims %q from C, want %q", fromC, tc.WantFromC)
-			}
-			if !slices.Equal(fromB, tc.WantFromB) {
-				t.Errorf("A read claims %q from B, want %q", fromB, tc.WantFromB)
-			}
-			if !slices.Equal(cAttempts, tc.WantRetryAttempts) {
-				t.Errorf("C saw Retry-Attempt %q, want %q", cAttempts, tc.WantRetryAttempts)
-			}
-			if tc.WantBClaim != "" {
-				claims := b.spanAttrs(t, trace.SpanKindServer, ownership.AttrClaim, tc.WantB)
-				reasons := b.spanAttrs(t, trace.SpanKindServer, ownership.AttrClaimReason, tc.WantB)
-				for i := range claims {
-					if claims[i] != tc.WantBClaim || reasons[i] != tc.WantBReason {
-						t.Errorf("B's server span %d: error.claim %q, reason %q; want %q, %q", i, claims[i], reasons[i], tc.WantBClaim, tc.WantBReason)
-					}
-				}
-			}
-			if tc.WantBDecisions != nil {
-				got := b.spanAttrs(t, trace.SpanKindClient, ownership.AttrRetryDecision, len(tc.WantBDecisions))
-				if !slices.Equal(got, tc.WantBDecisions) {
-					t.Errorf("B's attempt spans: retry.decision %q, want %q", got, tc.WantBDecisions)
-				}
-			}
-			if got := a.spanAttrs(t, trace.SpanKindClient, ownership.AttrRetryDecision, len(tc.WantADecisions)); !slices.Equal(got, tc.WantADecisions) {
-				t.Errorf("A's attempt spans: retry.decision %q, want %q", got, tc.WantADecisions)
-			}
+			chaintest.Check(t, tc, "Retry-Attempt", a.observation(), b.observation(), c.observation())
 		})
 	}
 }

@@ -6,6 +6,18 @@
 // check what each service saw and claimed.
 package chaintest
 
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/errorownership/errorownership/ownership"
+)
+
 // Leaf is what C does with a request.
 type Leaf int
 
@@ -157,5 +169,85 @@ func Cases() []Case {
 			WantBClaim:        "claimed", WantBReason: "own",
 			WantADecisions: []string{"retried", "exhausted"},
 		},
+	}
+}
+
+// Observed is what one service of a chain recorded while a case ran.
+type Observed struct {
+	Name string
+	// Served counts the requests it served.
+	Served int
+	// Attempts are the retry-attempt values on the requests it served.
+	Attempts []string
+	// Claims are the claims it read on each response from its callee.
+	Claims []string
+	// Spans are its ended spans.
+	Spans *tracetest.SpanRecorder
+}
+
+// Check compares what A, B and C observed with the case; attemptKey names
+// the retry-attempt header or metadata key for messages.
+func Check(t *testing.T, tc Case, attemptKey string, a, b, c Observed) {
+	t.Helper()
+	for _, s := range []struct {
+		o    Observed
+		want int
+	}{{a, tc.WantA}, {b, tc.WantB}, {c, tc.WantC}} {
+		if s.o.Served != s.want {
+			t.Errorf("%s served %d requests, want %d", s.o.Name, s.o.Served, s.want)
+		}
+	}
+	if !slices.Equal(b.Claims, tc.WantFromC) {
+		t.Errorf("B read claims %q from C, want %q", b.Claims, tc.WantFromC)
+	}
+	if !slices.Equal(a.Claims, tc.WantFromB) {
+		t.Errorf("A read claims %q from B, want %q", a.Claims, tc.WantFromB)
+	}
+	if !slices.Equal(c.Attempts, tc.WantRetryAttempts) {
+		t.Errorf("C saw %s %q, want %q", attemptKey, c.Attempts, tc.WantRetryAttempts)
+	}
+	if tc.WantBClaim != "" {
+		claims := SpanAttrs(b.Spans, trace.SpanKindServer, ownership.AttrClaim, tc.WantB)
+		reasons := SpanAttrs(b.Spans, trace.SpanKindServer, ownership.AttrClaimReason, tc.WantB)
+		for i := range claims {
+			if claims[i] != tc.WantBClaim || reasons[i] != tc.WantBReason {
+				t.Errorf("B's server span %d: error.claim %q, reason %q; want %q, %q", i, claims[i], reasons[i], tc.WantBClaim, tc.WantBReason)
+			}
+		}
+	}
+	if tc.WantBDecisions != nil {
+		got := SpanAttrs(b.Spans, trace.SpanKindClient, ownership.AttrRetryDecision, len(tc.WantBDecisions))
+		if !slices.Equal(got, tc.WantBDecisions) {
+			t.Errorf("B's attempt spans: retry.decision %q, want %q", got, tc.WantBDecisions)
+		}
+	}
+	if got := SpanAttrs(a.Spans, trace.SpanKindClient, ownership.AttrRetryDecision, len(tc.WantADecisions)); !slices.Equal(got, tc.WantADecisions) {
+		t.Errorf("A's attempt spans: retry.decision %q, want %q", got, tc.WantADecisions)
+	}
+}
+
+// SpanAttrs returns attribute key of the recorder's ended spans of kind, in
+// the order they ended, waiting briefly for n of them: a server span ends
+// just after its response is written.
+func SpanAttrs(spans *tracetest.SpanRecorder, kind trace.SpanKind, key string, n int) []string {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		var out []string
+		for _, sp := range spans.Ended() {
+			if sp.SpanKind() != kind {
+				continue
+			}
+			v := ""
+			for _, kv := range sp.Attributes() {
+				if kv.Key == attribute.Key(key) {
+					v = kv.Value.Emit()
+				}
+			}
+			out = append(out, v)
+		}
+		if len(out) >= n || time.Now().After(deadline) {
+			return out
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
