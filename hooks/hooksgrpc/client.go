@@ -117,7 +117,7 @@ type client struct {
 
 func newClient(opts []Option) *client {
 	cfg := newConfig(opts)
-	return &client{cfg: cfg, budgets: retrying.Budgets{Shared: cfg.budget, Hints: cfg.hints}}
+	return &client{cfg: cfg, budgets: cfg.NewBudgets()}
 }
 
 // logicalCall is one call across its attempts.
@@ -233,9 +233,9 @@ func (a *attempt) settle(err error) {
 	a.failed = true
 	a.received = claimOf(a.trailer.Get(ownership.GRPCClaimKey))
 	hasPolicy := a.policy()
-	left := a.n+1 < cfg.maxAttempts
+	left := a.n+1 < cfg.MaxAttempts
 	if hasPolicy && left && a.received != ownership.ClaimUnclaimed {
-		a.delay = cfg.backoff.Delay(a.n + 1)
+		a.delay = cfg.Backoff.Delay(a.n + 1)
 		left = retrying.Fits(lc.ctx, a.delay)
 		lc.cl.budgets.Refresh(lc.budget)
 	}

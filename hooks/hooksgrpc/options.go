@@ -15,10 +15,7 @@ import (
 type Option func(*config)
 
 type config struct {
-	hints       hooks.HintSource
-	budget      *hooks.Budget
-	maxAttempts int
-	backoff     retrying.Backoff
+	retrying.Settings
 	policy      func(fullMethod string) bool
 	faults      [32]bool // indexed by codes.Code; codes run 0–16
 	peerService string
@@ -36,8 +33,7 @@ func DefaultFaultCodes() []codes.Code {
 
 func newConfig(opts []Option) *config {
 	c := &config{
-		maxAttempts: retrying.DefaultMaxAttempts,
-		backoff:     retrying.Backoff{Initial: retrying.DefaultInitialBackoff, Max: retrying.DefaultMaxBackoff},
+		Settings: retrying.DefaultSettings(),
 	}
 	WithFaultCodes(DefaultFaultCodes()...)(c)
 	for _, o := range opts {
@@ -49,25 +45,25 @@ func newConfig(opts []Option) *config {
 func (c *config) fault(code codes.Code) bool { return int(code) < len(c.faults) && c.faults[code] }
 
 func (c *config) hasPolicy(fullMethod string) bool {
-	return c.maxAttempts > 1 && (c.policy == nil || c.policy(fullMethod))
+	return c.MaxAttempts > 1 && (c.policy == nil || c.policy(fullMethod))
 }
 
 // WithHints makes the interceptors use src, usually a *hints.Client: the
 // server side for edge modes, the client side for its budgets' limits.
-func WithHints(src hooks.HintSource) Option { return func(c *config) { c.hints = src } }
+func WithHints(src hooks.HintSource) Option { return func(c *config) { c.Hints = src } }
 
 // WithBudget makes the client draw every retry from b instead of from a
 // budget per peer service; b keeps its own limits.
-func WithBudget(b *hooks.Budget) Option { return func(c *config) { c.budget = b } }
+func WithBudget(b *hooks.Budget) Option { return func(c *config) { c.Budget = b } }
 
 // WithMaxAttempts sets the client's attempts per call, the first included
 // (default 3). 1 disables retries: calls then have no policy (no_policy).
-func WithMaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = max(n, 1) } }
+func WithMaxAttempts(n int) Option { return func(c *config) { c.MaxAttempts = max(n, 1) } }
 
 // WithBackoff sets the client's backoff: retry n waits a random time in
 // [d/2, d], d = min(max, initial × 2^(n−1)). Defaults 50 ms and 1 s.
 func WithBackoff(initial, max time.Duration) Option {
-	return func(c *config) { c.backoff = retrying.Backoff{Initial: initial, Max: max} }
+	return func(c *config) { c.Backoff = retrying.Backoff{Initial: initial, Max: max} }
 }
 
 // WithRetryPolicy sets which methods ("/pkg.Service/Method") the client

@@ -102,7 +102,7 @@ func (c *serverCall) settle(ctx context.Context, fullMethod string, err error, s
 	}
 	timedOut := code == codes.DeadlineExceeded || errors.Is(ctx.Err(), context.DeadlineExceeded)
 	var modes hooks.ModeFunc
-	if src := c.cfg.hints; src != nil {
+	if src := c.cfg.Hints; src != nil {
 		op := operation(fullMethod)
 		modes = func(peer, peerOp string) hooks.Mode { return src.Mode(op, peer, peerOp) }
 	}

@@ -74,7 +74,7 @@ func (c *serverCall) decide(code int) {
 	ctx := c.req.Context()
 	timedOut := code == http.StatusGatewayTimeout || errors.Is(ctx.Err(), context.DeadlineExceeded)
 	var modes hooks.ModeFunc
-	if src := c.cfg.hints; src != nil {
+	if src := c.cfg.Hints; src != nil {
 		op := c.cfg.operation(&c.req)
 		modes = func(peer, peerOp string) hooks.Mode { return src.Mode(op, peer, peerOp) }
 	}

@@ -14,10 +14,7 @@ import (
 type Option func(*config)
 
 type config struct {
-	hints       hooks.HintSource
-	budget      *hooks.Budget
-	maxAttempts int
-	backoff     retrying.Backoff
+	retrying.Settings
 	policy      func(*http.Request) bool
 	fault       func(status int) bool
 	operation   func(*http.Request) string
@@ -27,8 +24,7 @@ type config struct {
 
 func newConfig(opts []Option) *config {
 	c := &config{
-		maxAttempts: retrying.DefaultMaxAttempts,
-		backoff:     retrying.Backoff{Initial: retrying.DefaultInitialBackoff, Max: retrying.DefaultMaxBackoff},
+		Settings:    retrying.DefaultSettings(),
 		policy:      Idempotent,
 		fault:       ServerFault,
 		operation:   Operation,
@@ -43,21 +39,21 @@ func newConfig(opts []Option) *config {
 // WithHints makes the hooks use src, usually a *hints.Client: the middleware
 // for edge modes, the transport for its budgets' limits. Without it every
 // edge is unknown (fail-close) and budgets use hooks.DefaultLimits.
-func WithHints(src hooks.HintSource) Option { return func(c *config) { c.hints = src } }
+func WithHints(src hooks.HintSource) Option { return func(c *config) { c.Hints = src } }
 
 // WithBudget makes the transport draw every retry from b, shared by all
 // peers, instead of from a budget per peer service; b keeps its own limits.
-func WithBudget(b *hooks.Budget) Option { return func(c *config) { c.budget = b } }
+func WithBudget(b *hooks.Budget) Option { return func(c *config) { c.Budget = b } }
 
 // WithMaxAttempts sets the transport's attempts per call, the first one
 // included (default 3). 1 disables retries; the calls then have no retry
 // policy (no_policy), so the at-least-once rule applies.
-func WithMaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = max(n, 1) } }
+func WithMaxAttempts(n int) Option { return func(c *config) { c.MaxAttempts = max(n, 1) } }
 
 // WithBackoff sets the transport's backoff: retry n waits a random time in
 // [d/2, d], d = min(max, initial × 2^(n−1)). Defaults 50 ms and 1 s.
 func WithBackoff(initial, max time.Duration) Option {
-	return func(c *config) { c.backoff = retrying.Backoff{Initial: initial, Max: max} }
+	return func(c *config) { c.Backoff = retrying.Backoff{Initial: initial, Max: max} }
 }
 
 // WithRetryPolicy sets which requests the transport may retry at all

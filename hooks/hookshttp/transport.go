@@ -47,7 +47,7 @@ func Transport(base http.RoundTripper, opts ...Option) http.RoundTripper {
 		base = http.DefaultTransport
 	}
 	c := newConfig(opts)
-	return &transport{base: base, cfg: c, budgets: retrying.Budgets{Shared: c.budget, Hints: c.hints}}
+	return &transport{base: base, cfg: c, budgets: c.NewBudgets()}
 }
 
 type transport struct {
@@ -91,10 +91,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			// call was cut short rather than answered.
 			out.Decision, out.InFlight = ownership.DecisionExhausted, true
 		} else {
-			hasPolicy := t.cfg.maxAttempts > 1 && t.cfg.policy(req) && replayable(req)
-			left := attempt+1 < t.cfg.maxAttempts
+			hasPolicy := t.cfg.MaxAttempts > 1 && t.cfg.policy(req) && replayable(req)
+			left := attempt+1 < t.cfg.MaxAttempts
 			if hasPolicy && left && received != ownership.ClaimUnclaimed {
-				delay = t.cfg.backoff.Delay(attempt + 1)
+				delay = t.cfg.Backoff.Delay(attempt + 1)
 				left = retrying.Fits(ctx, delay)
 				if left {
 					var gerr error

@@ -107,6 +107,30 @@ func lenOf(m *map[string]*hooks.Budget) int {
 // a uniformly random time in [d/2, d] where d = min(Max, Initial × 2^(n−1)).
 // Half the delay is jitter, so retries of many clients spread out, and the
 // other half keeps a retry from following its failure at once.
+// Settings are the retry settings the HTTP and gRPC hooks share; each
+// package's config embeds them and its options set them.
+type Settings struct {
+	// Hints gives edge modes and budget limits; nil means safe defaults.
+	Hints hooks.HintSource
+	// Budget, when set, is shared by every peer instead of one per peer.
+	Budget *hooks.Budget
+	// MaxAttempts per call, the first included.
+	MaxAttempts int
+	Backoff     Backoff
+}
+
+// DefaultSettings returns the defaults: DefaultMaxAttempts and the default
+// backoff.
+func DefaultSettings() Settings {
+	return Settings{
+		MaxAttempts: DefaultMaxAttempts,
+		Backoff:     Backoff{Initial: DefaultInitialBackoff, Max: DefaultMaxBackoff},
+	}
+}
+
+// NewBudgets returns the per-peer budgets these settings call for.
+func (s *Settings) NewBudgets() Budgets { return Budgets{Shared: s.Budget, Hints: s.Hints} }
+
 type Backoff struct {
 	Initial, Max time.Duration
 }
