@@ -256,7 +256,7 @@ func TestCollectorEndToEnd(t *testing.T) {
 	assert.Equal(t, scenarioVerdicts(t, "chain_retry_every_hop")["own"]+scenarioVerdicts(t, "coincidental")["own"], verdicts("own"), "own")
 	firstPass := verdicts("coincidental")
 	for _, td := range coincidental {
-		restamp(td, 0xee)
+		scenario.Restamp(td, 0xee)
 		send(td, sendGRPC)
 	}
 	require.Eventually(t, func() bool { return analysed() == float64(traces) }, time.Minute, 100*time.Millisecond, "traces analysed")
@@ -302,20 +302,6 @@ func total(m map[string]float64) float64 {
 		n += v
 	}
 	return n
-}
-
-// restamp gives every span of td a trace ID of generation gen, so that the
-// same story can be sent again as new traces.
-func restamp(td ptrace.Traces, gen byte) {
-	for _, rs := range td.ResourceSpans().All() {
-		for _, ss := range rs.ScopeSpans().All() {
-			for _, sp := range ss.Spans().All() {
-				id := sp.TraceID()
-				id[0] = gen
-				sp.SetTraceID(id)
-			}
-		}
-	}
 }
 
 // TestShippedConfigsValidate checks that the configurations the README and

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -74,4 +75,19 @@ func firstTraceID(rs ptrace.ResourceSpans) [16]byte {
 		}
 	}
 	return [16]byte{}
+}
+
+// Restamp puts generation gen into the first four bytes of every trace ID
+// in td, so that the same traces can be sent again as new ones, as a live
+// pipeline would see them, rather than as late spans of traces seen before.
+func Restamp(td ptrace.Traces, gen uint32) {
+	for _, rs := range td.ResourceSpans().All() {
+		for _, ss := range rs.ScopeSpans().All() {
+			for _, sp := range ss.Spans().All() {
+				id := sp.TraceID()
+				binary.BigEndian.PutUint32(id[:4], gen)
+				sp.SetTraceID(id)
+			}
+		}
+	}
 }

@@ -3,7 +3,6 @@ package errorownershipprocessor
 import (
 	"compress/gzip"
 	"context"
-	"encoding/binary"
 	"io"
 	"runtime"
 	"testing"
@@ -34,25 +33,6 @@ func benchWorkload(b *testing.B) []ptrace.Traces {
 		batches[i] = scenario.Mix(benchTracesPerBatch, int64(i+1))
 	}
 	return batches
-}
-
-// restamp gives every trace of td a new trace ID for generation gen, so
-// that a batch sent again is new traces, as in a live pipeline, rather than
-// late spans of traces already buffered.
-func restamp(td ptrace.Traces, gen uint64) {
-	rss := td.ResourceSpans()
-	for i := range rss.Len() {
-		sss := rss.At(i).ScopeSpans()
-		for j := range sss.Len() {
-			spans := sss.At(j).Spans()
-			for k := range spans.Len() {
-				sp := spans.At(k)
-				id := sp.TraceID()
-				binary.BigEndian.PutUint32(id[:4], uint32(gen))
-				sp.SetTraceID(id)
-			}
-		}
-	}
 }
 
 // marshalOnly is the cheapest exporter there is: it marshals the batch to
@@ -137,7 +117,7 @@ func BenchmarkPipeline(b *testing.B) {
 		b.ResetTimer()
 		for i := range b.N {
 			td := batches[i%len(batches)]
-			restamp(td, uint64(i/len(batches)+1))
+			scenario.Restamp(td, uint32(i/len(batches)+1))
 			start := time.Now()
 			if err := p.ConsumeTraces(ctx, td); err != nil {
 				b.Fatal(err)
@@ -215,7 +195,7 @@ func BenchmarkPipeline(b *testing.B) {
 						td = req.Traces()
 					}
 					busy := time.Since(start)
-					restamp(td, 2*gen+uint64(k)) // new traces, as in a live pipeline; not timed
+					scenario.Restamp(td, uint32(2*gen+uint64(k))) // new traces, as in a live pipeline; not timed
 					start = time.Now()
 					if err := p.ConsumeTraces(ctx, td); err != nil {
 						b.Fatal(err)
@@ -255,12 +235,12 @@ func BenchmarkPipeline(b *testing.B) {
 				b.Fatal(err)
 			}
 			// Warm up: intern the names and fill the pools.
-			restamp(batches[0], 1<<31)
+			scenario.Restamp(batches[0], 1<<31)
 			_ = p.ConsumeTraces(ctx, batches[0])
 			before := heapAlloc()
 			for i := range rounds {
 				td := batches[i%len(batches)]
-				restamp(td, uint64(i+1))
+				scenario.Restamp(td, uint32(i+1))
 				_ = p.ConsumeTraces(ctx, td)
 			}
 			after := heapAlloc()
