@@ -536,7 +536,7 @@ func (p *ownershipProcessor) flush(ctx context.Context) {
 		w.giveBack(s)
 	}
 	end := time.Now()
-	snap := &Snapshot{Stats: p.merged, Symbols: p.symbols, Model: p.model, Start: p.bucketStart, End: end}
+	snap := &Snapshot{Stats: p.merged, Symbols: p.symbols, Start: p.bucketStart, End: end}
 	p.bucketStart = end
 	if p.sink != nil && !p.merged.Empty() {
 		if err := p.flushTo(ctx, snap); err != nil {

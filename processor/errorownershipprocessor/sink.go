@@ -15,9 +15,6 @@ type Snapshot struct {
 	// Symbols resolves the names in Stats. It is shared and keeps growing;
 	// it is safe for concurrent use.
 	Symbols *dependencyanalysis.Symbols
-	// Model is the edge model the verdicts were given with. It is live and
-	// safe for concurrent use.
-	Model *dependencyanalysis.EdgeModel
 	// Start and End bound the bucket: End of one flush is Start of the next.
 	Start, End time.Time
 }
