@@ -111,7 +111,7 @@ func NewEdgeModel(cfg ModelConfig, maxEdges int) *EdgeModel {
 	}
 	return &EdgeModel{
 		cfg:     cfg,
-		z:       math.Sqrt2 * math.Erfinv(cfg.Confidence),
+		z:       cfg.z(),
 		edges:   make(map[EdgeKey]*EdgeCounts),
 		maxSize: maxEdges,
 	}
@@ -221,20 +221,29 @@ func (m *EdgeModel) Estimate(k EdgeKey) Estimate {
 
 // Judge gives the estimate the model's rule assigns to counts, wherever they
 // were summed: this model's own, or several collectors' merged in the store.
-func (m *EdgeModel) Judge(c EdgeCounts) Estimate {
-	est := Estimate{Counts: c, Lower: 0, Upper: 1}
-	n := c.CallFailed
+func (m *EdgeModel) Judge(c EdgeCounts) Estimate { return m.cfg.judge(c, m.z) }
+
+// Judge gives the estimate the rule configured by c assigns to counts, for
+// readers that hold counts but no model (the store).
+func (c ModelConfig) Judge(counts EdgeCounts) Estimate { return c.judge(counts, c.z()) }
+
+// z is the normal quantile of the configured two-sided confidence.
+func (c ModelConfig) z() float64 { return math.Sqrt2 * math.Erfinv(c.Confidence) }
+
+func (c ModelConfig) judge(counts EdgeCounts, z float64) Estimate {
+	est := Estimate{Counts: counts, Lower: 0, Upper: 1}
+	n := counts.CallFailed
 	if n <= 0 {
 		return est
 	}
-	est.Lower, est.Upper = Wilson(c.CallFailedRequestFailed, n, m.z)
-	if n+1e-9 < float64(m.cfg.MinSamples) {
+	est.Lower, est.Upper = Wilson(counts.CallFailedRequestFailed, n, z)
+	if n+1e-9 < float64(c.MinSamples) {
 		return est
 	}
 	switch {
-	case est.Lower >= m.cfg.FailCloseThreshold:
+	case est.Lower >= c.FailCloseThreshold:
 		est.Mode = ModeFailClose
-	case est.Upper <= m.cfg.FailOpenThreshold:
+	case est.Upper <= c.FailOpenThreshold:
 		est.Mode = ModeFailOpen
 	}
 	return est

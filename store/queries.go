@@ -46,7 +46,6 @@ func (s *Store) edgeModel(ctx context.Context, caller *string, since time.Time, 
 	if err := ec.Validate(); err != nil {
 		return nil, fmt.Errorf("store: edge model: %w", err)
 	}
-	judge := dependencyanalysis.NewEdgeModel(cfg, 1)
 	rows, err := s.pool.Query(ctx, `
 SELECT service, operation, peer_service, peer_operation,
        call_failed, call_failed_request_failed, call_ok, call_ok_request_failed, last_seen
@@ -60,7 +59,7 @@ ORDER BY service, operation, peer_service, peer_operation`, since, halfLife.Seco
 		var c dependencyanalysis.EdgeCounts
 		err := r.Scan(&e.Service, &e.Operation, &e.PeerService, &e.PeerOperation,
 			&c.CallFailed, &c.CallFailedRequestFailed, &c.CallOK, &c.CallOKRequestFailed, &e.LastSeen)
-		e.Estimate = judge.Judge(c)
+		e.Estimate = cfg.Judge(c)
 		e.LastSeen = e.LastSeen.UTC()
 		return e, err
 	})
