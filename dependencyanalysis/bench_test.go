@@ -19,7 +19,7 @@ func BenchmarkExtractAndAnalyze(b *testing.B) {
 	syms := da.NewSymbols(0)
 	ex := da.NewExtractor(cfg, syms)
 	an := da.NewAnalyzer()
-	model := da.NewEdgeModel(cfg.EdgeModel, 0)
+	model := da.NewEdgeModel(cfg.EdgeModel)
 	stats := da.NewStats()
 	var spans []da.Span
 	analyze := func() {

@@ -57,8 +57,10 @@ type ModelConfig struct {
 // AttributeNames lists span attributes to read, in priority order. Empty
 // lists keep the defaults.
 type AttributeNames struct {
-	// PeerService names the callee on an outbound span. Default:
-	// service.peer.name, peer.service, messaging.destination.name, server.address.
+	// PeerService names the callee on an outbound span when the callee's
+	// own inbound span is not in the trace. Default: service.peer.name,
+	// peer.service, messaging.destination.name. Without any of them the
+	// callee is named by its address (server.address and server.port).
 	PeerService []string `mapstructure:"peer_service"`
 	// RetryAttempt carries the attempt number (0 or absent first). Default:
 	// http.request.resend_count, retry.attempt.
@@ -80,7 +82,7 @@ func DefaultConfig() Config {
 		},
 		Attributes: AttributeNames{
 			PeerService: []string{string(semconv.ServicePeerNameKey), "peer.service",
-				string(semconv.MessagingDestinationNameKey), string(semconv.ServerAddressKey)},
+				string(semconv.MessagingDestinationNameKey)},
 			RetryAttempt: []string{string(semconv.HTTPRequestResendCountKey), ownership.AttrRetryAttempt},
 		},
 	}
@@ -135,7 +137,10 @@ var grpcCodes = [...]string{
 	"UNAUTHENTICATED",
 }
 
-const grpcDeadlineExceeded = 4
+const (
+	grpcCancelled        = 1
+	grpcDeadlineExceeded = 4
+)
 
 func grpcCodeByName(name string) (int, bool) {
 	for code, n := range grpcCodes {

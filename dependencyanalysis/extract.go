@@ -33,6 +33,10 @@ const (
 	fieldHTTPMethod
 	fieldRPCService
 	fieldRPCMethod
+	fieldPeerAddress
+	fieldPeerPort
+	fieldURLFull
+	fieldURLPath
 )
 
 // maxPeerServiceNames bounds attributes.peer_service.
@@ -66,7 +70,7 @@ func NewExtractor(cfg Config, syms *Symbols) *Extractor {
 	e := &Extractor{
 		attrs:      make(map[string]attrSpec, 24),
 		clientErrs: cfg.Classification.HTTPClientErrors,
-		syms:       symbolCache{table: syms, local: make(map[string]Symbol, 256)},
+		syms:       symbolCache{table: syms, local: make(map[string]Symbol, 256), gen: syms.Generation()},
 	}
 	e.unknownSvc = syms.Intern(UnknownService)
 	add := func(f attrField, names ...string) {
@@ -99,6 +103,10 @@ func NewExtractor(cfg Config, syms *Symbols) *Extractor {
 	add(fieldHTTPMethod, string(semconv.HTTPRequestMethodKey), "http.method")
 	add(fieldRPCService, "rpc.service")
 	add(fieldRPCMethod, string(semconv.RPCMethodKey))
+	add(fieldPeerAddress, string(semconv.ServerAddressKey), "net.peer.name")
+	add(fieldPeerPort, string(semconv.ServerPortKey), "net.peer.port")
+	add(fieldURLFull, string(semconv.URLFullKey), "http.url")
+	add(fieldURLPath, string(semconv.URLPathKey))
 
 	codes := cfg.Classification.GRPCErrorCodes
 	if codes == nil {
@@ -131,8 +139,9 @@ func (e *Extractor) lookup(k string) attrSpec {
 	}
 	// Current names come from the semantic conventions package; the older
 	// spellings still sent by many SDKs (peer.service, http.status_code,
-	// http.method, rpc.grpc.status_code, rpc.status_code, rpc.service) are
-	// no longer in it and are written out.
+	// http.method, http.url, net.peer.name, net.peer.port,
+	// rpc.grpc.status_code, rpc.status_code, rpc.service) are no longer in
+	// it and are written out.
 	switch k {
 	case string(semconv.ServicePeerNameKey):
 		return attrSpec{fieldPeerService, 0}
@@ -141,7 +150,19 @@ func (e *Extractor) lookup(k string) attrSpec {
 	case string(semconv.MessagingDestinationNameKey):
 		return attrSpec{fieldPeerService, 2}
 	case string(semconv.ServerAddressKey):
-		return attrSpec{fieldPeerService, 3}
+		return attrSpec{fieldPeerAddress, 0}
+	case "net.peer.name":
+		return attrSpec{fieldPeerAddress, 1}
+	case string(semconv.ServerPortKey):
+		return attrSpec{fieldPeerPort, 0}
+	case "net.peer.port":
+		return attrSpec{fieldPeerPort, 1}
+	case string(semconv.URLFullKey):
+		return attrSpec{fieldURLFull, 0}
+	case "http.url":
+		return attrSpec{fieldURLFull, 1}
+	case string(semconv.URLPathKey):
+		return attrSpec{fieldURLPath, 0}
 	case string(semconv.HTTPRequestResendCountKey):
 		return attrSpec{fieldAttempt, 0}
 	case ownership.AttrRetryAttempt:
@@ -183,6 +204,9 @@ func (e *Extractor) lookup(k string) attrSpec {
 // Append extracts a record for every span of td and appends them to dst.
 // Spans with a zero trace or span ID are counted in Malformed and skipped.
 func (e *Extractor) Append(dst []Span, td ptrace.Traces) []Span {
+	if e.syms.fresh() {
+		e.unknownSvc = e.syms.intern(UnknownService)
+	}
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
@@ -220,6 +244,12 @@ type spanAttrs struct {
 	method      string
 	rpcService  string
 	rpcMethod   string
+	address     string
+	addressRank uint8
+	port        int64
+	url         string
+	urlRank     uint8
+	path        string
 }
 
 func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) {
@@ -236,7 +266,7 @@ func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) {
 		r.Operation = e.syms.intern(sp.Name())
 	}
 
-	a := spanAttrs{grpcCode: -1, attempt: -1, attemptRank: 255}
+	a := spanAttrs{grpcCode: -1, attempt: -1, attemptRank: 255, addressRank: 255, urlRank: 255}
 	for k, v := range sp.Attributes().All() {
 		spec := e.lookup(k)
 		switch spec.field {
@@ -272,6 +302,20 @@ func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) {
 			a.rpcService = v.Str()
 		case fieldRPCMethod:
 			a.rpcMethod = v.Str()
+		case fieldPeerAddress:
+			if spec.rank < a.addressRank {
+				a.address, a.addressRank = v.Str(), spec.rank
+			}
+		case fieldPeerPort:
+			if n, ok := intValue(v); ok && n > 0 && n < 1<<16 {
+				a.port = n
+			}
+		case fieldURLFull:
+			if spec.rank < a.urlRank {
+				a.url, a.urlRank = v.Str(), spec.rank
+			}
+		case fieldURLPath:
+			a.path = v.Str()
 		}
 	}
 	if a.attempt >= 0 {
@@ -286,24 +330,32 @@ func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) {
 			}
 		}
 		r.PeerOperation = e.peerOperation(sp.Name(), &a)
+		r.PeerAddress = e.peerAddress(&a)
+		r.Target = target(&a)
 	}
 }
 
 // classify applies DESIGN §3: an HTTP status decides when present, else a
 // gRPC code, else the span status.
 func (e *Extractor) classify(status ptrace.StatusCode, a *spanAttrs) uint8 {
-	var failed, timeout bool
+	var failed, timeout, answered bool
 	switch {
 	case a.httpStatus > 0:
 		failed = a.httpStatus >= 500 || (e.clientErrs && a.httpStatus >= 400)
 		timeout = a.httpStatus == 504 || a.httpStatus == 408
+		answered = true
 	case a.grpcCode >= 0:
 		failed = e.faultCodes[a.grpcCode]
 		timeout = a.grpcCode == grpcDeadlineExceeded
+		answered = a.grpcCode != grpcCancelled
 	default:
 		failed = status == ptrace.StatusCodeError
+		answered = !failed
 	}
 	if !failed {
+		if answered {
+			return FlagCompleted
+		}
 		return 0
 	}
 	if !timeout && a.errorType != "" {
@@ -344,6 +396,72 @@ func (e *Extractor) peerOperation(name string, a *spanAttrs) Symbol {
 		return e.syms.internBytes(e.buf)
 	}
 	return e.syms.intern(name)
+}
+
+// peerAddress names where the call went as "host:port", or "host" when
+// the instrumentation left out the port (as it does for a scheme's default).
+func (e *Extractor) peerAddress(a *spanAttrs) Symbol {
+	if a.address == "" {
+		return NoSymbol
+	}
+	if a.port == 0 {
+		return e.syms.intern(a.address)
+	}
+	e.buf = e.buf[:0]
+	ipv6 := strings.IndexByte(a.address, ':') >= 0
+	if ipv6 {
+		e.buf = append(e.buf, '[')
+	}
+	e.buf = append(e.buf, a.address...)
+	if ipv6 {
+		e.buf = append(e.buf, ']')
+	}
+	e.buf = strconv.AppendInt(append(e.buf, ':'), a.port, 10)
+	return e.syms.internBytes(e.buf)
+}
+
+// target hashes the method and URL path of an HTTP call (FNV-1a), which
+// tell apart a caller's requests to one callee: GET /items/1 and GET
+// /items/2 are two logical calls, where the callee names both GET
+// /items/{id}. It is 0 when the span has no URL.
+func target(a *spanAttrs) uint32 {
+	path := a.path
+	if path == "" && a.url != "" {
+		path = urlPath(a.url)
+	}
+	if path == "" {
+		return 0
+	}
+	const offset, prime = 2166136261, 16777619
+	h := uint32(offset)
+	for i := 0; i < len(a.method); i++ {
+		h = (h ^ uint32(a.method[i])) * prime
+	}
+	h = (h ^ ' ') * prime
+	for i := 0; i < len(path); i++ {
+		h = (h ^ uint32(path[i])) * prime
+	}
+	return h | 1 // never 0, which means "no URL"
+}
+
+// urlPath returns the path of an absolute URL without its query and
+// fragment, without parsing the rest: "/" when it has none.
+func urlPath(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		u = u[i+3:]
+		slash := strings.IndexByte(u, '/')
+		if slash < 0 {
+			return "/"
+		}
+		u = u[slash:]
+	}
+	if i := strings.IndexAny(u, "?#"); i >= 0 {
+		u = u[:i]
+	}
+	if u == "" {
+		return "/"
+	}
+	return u
 }
 
 func kindOf(k ptrace.SpanKind) Kind {

@@ -2,6 +2,7 @@ package dependencyanalysis
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -72,6 +73,8 @@ func TestExtractNamesAndOwnership(t *testing.T) {
 		cfg      func(*Config)
 		peer     string
 		peerOp   string
+		address  string
+		target   string // method and path hashed into Span.Target
 		attempt  int16
 		claim    ownership.Claim
 		claimRx  ownership.Claim
@@ -83,8 +86,21 @@ func TestExtractNamesAndOwnership(t *testing.T) {
 		{name: "older peer.service and http.route", kind: ptrace.SpanKindClient,
 			attrs: map[string]any{"peer.service": "users", "http.route": "/users"},
 			peer:  "users", peerOp: "/users", attempt: AttemptUnknown},
-		{name: "server.address as the last resort", kind: ptrace.SpanKindClient,
-			attrs: map[string]any{"server.address": "db.internal"}, peer: "db.internal", peerOp: "op", attempt: AttemptUnknown},
+		{name: "server.address is the address, not the peer", kind: ptrace.SpanKindClient,
+			attrs: map[string]any{"server.address": "db.internal"}, address: "db.internal", peerOp: "op", attempt: AttemptUnknown},
+		{name: "otelhttp: address with port, target from url.full", kind: ptrace.SpanKindClient,
+			attrs: map[string]any{"http.request.method": "GET", "server.address": "127.0.0.1", "server.port": 8080,
+				"url.full": "http://127.0.0.1:8080/items/42?x=1#f"},
+			address: "127.0.0.1:8080", target: "GET /items/42", peerOp: "op", attempt: AttemptUnknown},
+		{name: "an IPv6 address", kind: ptrace.SpanKindClient,
+			attrs:   map[string]any{"server.address": "::1", "server.port": 9000, "url.path": "/x", "http.request.method": "POST"},
+			address: "[::1]:9000", target: "POST /x", peerOp: "op", attempt: AttemptUnknown},
+		{name: "older net.peer.name, net.peer.port and http.url", kind: ptrace.SpanKindClient,
+			attrs:   map[string]any{"net.peer.name": "cart", "net.peer.port": "81", "http.url": "http://cart:81", "http.method": "GET"},
+			address: "cart:81", target: "GET /", peerOp: "op", attempt: AttemptUnknown},
+		{name: "otelgrpc: address from the target", kind: ptrace.SpanKindClient,
+			attrs:   map[string]any{"rpc.service": "shop.Cart", "rpc.method": "Add", "server.address": "cart.svc", "server.port": 443},
+			address: "cart.svc:443", peerOp: "shop.Cart/Add", attempt: AttemptUnknown},
 		{name: "gRPC client", kind: ptrace.SpanKindClient,
 			attrs: map[string]any{"rpc.service": "shop.Cart", "rpc.method": "Add", "service.peer.name": "cart"},
 			peer:  "cart", peerOp: "shop.Cart/Add", attempt: AttemptUnknown},
@@ -119,6 +135,14 @@ func TestExtractNamesAndOwnership(t *testing.T) {
 			r := NewExtractor(cfg, syms).Append(nil, td)[0]
 			assert.Equal(t, tt.peer, syms.Name(r.PeerService), "peer")
 			assert.Equal(t, tt.peerOp, syms.Name(r.PeerOperation), "peer operation")
+			assert.Equal(t, tt.address, syms.Name(r.PeerAddress), "address")
+			if tt.target != "" {
+				method, path, _ := strings.Cut(tt.target, " ")
+				assert.Equal(t, target(&spanAttrs{method: method, path: path}), r.Target, "target")
+				assert.NotZero(t, r.Target)
+			} else {
+				assert.Zero(t, r.Target, "target")
+			}
 			assert.Equal(t, tt.attempt, r.Attempt, "attempt")
 			assert.Equal(t, tt.claim, r.Claim, "claim")
 			assert.Equal(t, tt.claimRx, r.ClaimReceived, "claim received")
@@ -215,5 +239,5 @@ func TestLookupSwitchMatchesMap(t *testing.T) {
 			assert.Equal(t, spec, fast.lookup(name), name)
 		}
 	}
-	assert.Equal(t, attrSpec{}, fast.lookup("url.full"))
+	assert.Equal(t, attrSpec{}, fast.lookup("db.query.text"))
 }

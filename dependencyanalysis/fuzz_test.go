@@ -85,7 +85,7 @@ func FuzzAnalyze(f *testing.F) {
 	an := NewAnalyzer()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		spans := spansFromBytes(data)
-		model := NewEdgeModel(DefaultConfig().EdgeModel, 0)
+		model := NewEdgeModel(DefaultConfig().EdgeModel)
 		tr := an.Link(spans)
 		model.Observe(tr)
 		vs := an.Judge(tr, model)

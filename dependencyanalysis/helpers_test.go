@@ -1,6 +1,7 @@
 package dependencyanalysis
 
 import (
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -20,6 +21,9 @@ type sp struct {
 	try            int16 // attempt number plus one; 0: no attribute
 	claim, claimRx ownership.Claim
 	decision       ownership.RetryDecision
+	addr           string // server.address:port
+	url            string // "METHOD /path", hashed into Target
+	cut            bool   // ended without an answer (not Completed)
 }
 
 var testSymbols = NewSymbols(0)
@@ -51,6 +55,14 @@ func records(trace byte, specs ...sp) []Span {
 		}
 		if s.kind.Outbound() && s.peerOp == "" {
 			r.PeerOperation = r.Operation
+		}
+		r.PeerAddress = sym(s.addr)
+		if s.url != "" {
+			method, path, _ := strings.Cut(s.url, " ")
+			r.Target = target(&spanAttrs{method: method, path: path})
+		}
+		if !s.failed && !s.cut {
+			r.Flags |= FlagCompleted
 		}
 		if s.try != 0 {
 			r.Attempt = s.try - 1

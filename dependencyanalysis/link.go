@@ -40,22 +40,40 @@ type Request struct {
 type Call struct {
 	// Request is the index in Trace.Requests of the caller.
 	Request int32
-	// PeerService and PeerOperation name the callee.
+	// PeerService and PeerOperation name the callee as a service graph
+	// pairs client and server spans: the callee's own service.name and
+	// operation when an attempt's inbound span is in the trace; else the
+	// peer attributes (service.peer.name, peer.service …) and the
+	// operation the caller names; else the address.
 	PeerService, PeerOperation Symbol
+	// PeerAddress is where the last attempt went (server.address:port).
+	PeerAddress Symbol
 	// AttemptsStart and AttemptsEnd give the range of Trace.Attempts.
 	AttemptsStart, AttemptsEnd int32
 	// Failed: the last attempt failed.
 	Failed bool
-	// InFlight: an attempt was still running when the request ended.
+	// InFlight: an attempt that had not completed successfully was still
+	// running when the request ended.
 	InFlight bool
 	// Claim is the claim received with the last attempt.
 	Claim ownership.Claim
 	// Decision is the last retry decision recorded in the call.
 	Decision ownership.RetryDecision
 
-	// callerOp is the operation as the caller's attempts name it; attempts
-	// are matched on it because only some of them may reach the callee.
-	callerOp Symbol
+	// dest is where the caller's attempts say they went; a retry joins the
+	// call with the same dest, since only some attempts may reach the
+	// callee and show its name.
+	dest callDest
+	// last is the span index of the call's latest attempt, and attempts
+	// their count, while calls are being grouped.
+	last, attempts int32
+}
+
+// callDest is a destination as the caller's own span names it.
+type callDest struct {
+	peer   Symbol // PeerService, else the span's own service, else PeerAddress
+	op     Symbol // the caller's PeerOperation, when target is 0
+	target uint32 // Span.Target
 }
 
 // Attempts reports how many attempts the call made.
@@ -130,6 +148,7 @@ type Analyzer struct {
 	verdicts []Verdict
 	failed   []int32
 	radius   []int16
+	latest   map[callDest]int32 // groupCalls' index of a big request's calls
 }
 
 type attemptRef struct {
@@ -217,7 +236,10 @@ func (a *Analyzer) Link(spans []Span) *Trace {
 		}
 		e := a.encl[i]
 		if e < 0 {
-			if a.parent[i] < 0 {
+			// An orphan (or a span below one) is counted as such, not
+			// again as broken context: only a span whose ancestry ends
+			// at a true root is.
+			if a.rooted(int32(i)) {
 				t.Link.RootOutbound++
 			}
 			continue
@@ -396,21 +418,39 @@ func (a *Analyzer) depths() {
 // parent, rather than at one whose parent is missing or cut from a loop. A
 // root request may sit below a client span (a load generator, a browser).
 func (a *Analyzer) reachesRoot(i int32) bool {
-	spans := a.tr.Spans
-	for steps := 0; steps <= len(spans); steps++ {
+	top, ok := a.top(i)
+	if !ok {
+		return false
+	}
+	s := &a.tr.Spans[top]
+	return s.ParentID.IsEmpty() || s.ParentID == s.SpanID
+}
+
+// rooted reports whether span i's ancestry ends at a span without a parent
+// ID: neither an orphan nor a self-parent, each counted on its own.
+func (a *Analyzer) rooted(i int32) bool {
+	top, ok := a.top(i)
+	return ok && a.tr.Spans[top].ParentID.IsEmpty()
+}
+
+// top returns the topmost ancestor of span i, or false when the walk finds
+// a loop that linking did not cut.
+func (a *Analyzer) top(i int32) (int32, bool) {
+	for steps := 0; steps <= len(a.tr.Spans); steps++ {
 		p := a.parent[i]
 		if p < 0 {
-			s := &spans[i]
-			return s.ParentID.IsEmpty() || s.ParentID == s.SpanID
+			return i, true
 		}
 		i = p
 	}
-	return false
+	return -1, false
 }
 
-// groupCalls turns the sorted attempts into logical calls. An attempt is a
-// retry when it says so (attempt number ≥ 1), or, when nothing says, when it
-// goes to the same destination after an earlier attempt there failed.
+// groupCalls turns the sorted attempts into logical calls. An attempt
+// joins the latest call of its request to the same destination (callDest)
+// when it says it is a retry (attempt number ≥ 1) whatever ran in between,
+// or, when nothing says, when that call's last attempt failed and ended
+// before it started. The call is then named after its callee (name).
 func (a *Analyzer) groupCalls() {
 	t := &a.tr
 	spans := t.Spans
@@ -426,44 +466,71 @@ func (a *Analyzer) groupCalls() {
 		first := int32(len(t.Calls))
 		r.CallsStart = first
 		// Attempt span indexes are gathered per call in a second pass, so
-		// first record each attempt's call in callOf (reusing a.stack).
+		// first record each attempt's call (reusing a.stack).
 		a.stack = a.stack[:0]
+		byDest := hi-lo > linearCalls
+		if byDest {
+			if a.latest == nil {
+				a.latest = make(map[callDest]int32)
+			}
+			clear(a.latest)
+		}
 		for _, ref := range a.pending[lo:hi] {
 			s := &spans[ref.span]
-			peerSvc, peerOp := a.peer(ref.span, reqSpan)
+			// An outbound span that reports under another service.name
+			// than its request (an in-process database client reporting as
+			// the database) names its callee better than an address does.
+			dest := callDest{peer: s.PeerService, target: s.Target}
+			if dest.peer == NoSymbol && s.Service != reqSpan.Service {
+				dest.peer = s.Service
+			}
+			if dest.peer == NoSymbol {
+				dest.peer = s.PeerAddress
+			}
+			if dest.target == 0 {
+				dest.op = s.PeerOperation
+			}
 			call := int32(-1)
-			for c := int32(len(t.Calls)) - 1; c >= first; c-- {
-				cl := &t.Calls[c]
-				if cl.PeerService != peerSvc {
-					continue
-				}
-				if s.Attempt >= 1 || (s.Attempt == AttemptUnknown && cl.callerOp == s.PeerOperation &&
-					cl.Failed && spans[cl.AttemptsEnd].End <= s.Start) {
+			if byDest {
+				if c, ok := a.latest[dest]; ok {
 					call = c
 				}
-				break
+			} else {
+				for c := int32(len(t.Calls)) - 1; c >= first; c-- {
+					if t.Calls[c].dest == dest {
+						call = c
+						break
+					}
+				}
+			}
+			if call >= 0 {
+				cl := &t.Calls[call]
+				retry := s.Attempt >= 1 ||
+					(s.Attempt == AttemptUnknown && cl.Failed && spans[cl.last].End <= s.Start)
+				if !retry {
+					call = -1
+				}
 			}
 			if call < 0 {
 				call = int32(len(t.Calls))
-				t.Calls = append(t.Calls, Call{Request: req, PeerService: peerSvc, PeerOperation: peerOp, callerOp: s.PeerOperation})
+				t.Calls = append(t.Calls, Call{Request: req, dest: dest})
+				if byDest {
+					a.latest[dest] = call
+				}
 			}
 			cl := &t.Calls[call]
-			if t.Callee[ref.span] >= 0 {
-				cl.PeerOperation = peerOp // the callee's own name wins
-			}
-			// While grouping, AttemptsEnd holds the last attempt's span index.
-			cl.AttemptsEnd = ref.span
-			cl.AttemptsStart++ // attempt count for now
+			cl.last = ref.span
+			cl.attempts++
 			cl.Failed = s.Failed()
 			cl.Claim = s.ClaimReceived
 			if s.Decision != ownership.DecisionNone {
 				cl.Decision = s.Decision
 			}
-			if s.Start < reqSpan.End && s.End+inFlightSlack >= reqSpan.End {
+			if s.Start < reqSpan.End && s.End+inFlightSlack >= reqSpan.End && !s.Completed() {
 				cl.InFlight = true
 			}
-			if t.Callee[ref.span] >= 0 && (s.Attempt >= 1 || cl.AttemptsStart > 1) {
-				t.Requests[t.Callee[ref.span]].Retry = true
+			if callee := t.Callee[ref.span]; callee >= 0 && (s.Attempt >= 1 || cl.attempts > 1) {
+				t.Requests[callee].Retry = true
 			}
 			a.stack = append(a.stack, call)
 		}
@@ -472,10 +539,8 @@ func (a *Analyzer) groupCalls() {
 		offset := int32(len(attempts))
 		for c := first; c < r.CallsEnd; c++ {
 			cl := &t.Calls[c]
-			count := cl.AttemptsStart
-			cl.AttemptsStart = offset
-			cl.AttemptsEnd = offset // filled below
-			offset += count
+			cl.AttemptsStart, cl.AttemptsEnd = offset, offset
+			offset += cl.attempts
 		}
 		attempts = slices.Grow(attempts, hi-lo)[:offset]
 		for k, ref := range a.pending[lo:hi] {
@@ -483,30 +548,34 @@ func (a *Analyzer) groupCalls() {
 			attempts[cl.AttemptsEnd] = ref.span
 			cl.AttemptsEnd++
 		}
+		t.Attempts = attempts
+		for c := first; c < r.CallsEnd; c++ {
+			a.name(&t.Calls[c])
+		}
 		lo = hi
 	}
 	t.Attempts = attempts
 }
 
-// peer names the destination of outbound span i made by the request whose
-// span is req: the span's peer attributes first, then the callee's own span,
-// then the span's service.name when it differs from the caller's (an
-// in-process database client reporting as the database).
-func (a *Analyzer) peer(i int32, req *Span) (Symbol, Symbol) {
+// linearCalls is how many attempts a request may make before groupCalls
+// finds their calls by a map rather than by scanning the request's calls.
+const linearCalls = 16
+
+// name names c's callee as a service graph would: the service.name and
+// operation of the latest attempt's inbound span in the trace, if any
+// attempt reached one; else the peer attributes or the address, with the
+// operation as the caller names it.
+func (a *Analyzer) name(c *Call) {
 	t := &a.tr
-	s := &t.Spans[i]
-	svc, op := s.PeerService, s.PeerOperation
-	if c := t.Callee[i]; c >= 0 {
-		callee := &t.Spans[t.Requests[c].Span]
-		if svc == NoSymbol {
-			svc = callee.Service
+	last := &t.Spans[c.last]
+	c.PeerService, c.PeerOperation, c.PeerAddress = c.dest.peer, last.PeerOperation, last.PeerAddress
+	for _, ai := range slices.Backward(t.CallAttempts(c)) {
+		if callee := t.Callee[ai]; callee >= 0 {
+			in := &t.Spans[t.Requests[callee].Span]
+			c.PeerService, c.PeerOperation = in.Service, in.Operation
+			return
 		}
-		op = callee.Operation
 	}
-	if svc == NoSymbol && s.Service != req.Service {
-		svc = s.Service
-	}
-	return svc, op
 }
 
 // resize returns s with length n, every element set to v.

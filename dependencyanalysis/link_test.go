@@ -72,6 +72,13 @@ func TestLinkCountsWhatCannotBeLinked(t *testing.T) {
 			reqs: 1,
 		},
 		{
+			name: "a lone orphan client span is an orphan, not broken context too",
+			spans: records(1,
+				sp{id: 1, parent: 9, kind: KindClient, svc: "c", op: "GET", peer: "d"},
+			),
+			want: LinkStats{Spans: 1, Orphans: 1},
+		},
+		{
 			name: "outbound span without a request: broken context or an edge client",
 			spans: records(1,
 				sp{id: 1, kind: KindClient, svc: "c", op: "GET", peer: "d"},
@@ -116,6 +123,57 @@ func TestLinkFollowsIDsNotResources(t *testing.T) {
 	assert.EqualValues(t, 1, callee.Depth)
 	assert.EqualValues(t, 1, callee.Parent)
 	assert.EqualValues(t, 4, callee.CalledBy)
+}
+
+func TestPeerIdentity(t *testing.T) {
+	server := sp{id: 1, kind: KindServer, svc: "shop", op: "GET /shop", start: 0, end: 100}
+	tests := []struct {
+		name                  string
+		spans                 []sp
+		peer, peerOp, address string
+	}{
+		{
+			name: "the callee's own service.name wins over attributes and address",
+			spans: []sp{
+				{id: 2, parent: 1, kind: KindClient, svc: "shop", op: "GET", peer: "catalog-alias", addr: "10.0.0.7:8080", start: 1, end: 9},
+				{id: 3, parent: 2, kind: KindServer, svc: "catalog", op: "GET /items/{id}", start: 2, end: 8},
+			},
+			peer: "catalog", peerOp: "GET /items/{id}", address: "10.0.0.7:8080",
+		},
+		{
+			name: "the callee's span named the peer even if only a retry reached it",
+			spans: []sp{
+				{id: 2, parent: 1, kind: KindClient, svc: "shop", op: "GET", addr: "10.0.0.7:8080", url: "GET /items/1", start: 1, end: 2, failed: true},
+				{id: 4, parent: 1, kind: KindClient, svc: "shop", op: "GET", addr: "10.0.0.7:8080", url: "GET /items/1", start: 3, end: 9, try: 2},
+				{id: 5, parent: 4, kind: KindServer, svc: "catalog", op: "GET /items/{id}", start: 4, end: 8},
+			},
+			peer: "catalog", peerOp: "GET /items/{id}", address: "10.0.0.7:8080",
+		},
+		{
+			name: "without the callee's span, a peer attribute",
+			spans: []sp{
+				{id: 2, parent: 1, kind: KindClient, svc: "shop", op: "GET", peer: "catalog", addr: "10.0.0.7:8080", start: 1, end: 9},
+			},
+			peer: "catalog", peerOp: "GET", address: "10.0.0.7:8080",
+		},
+		{
+			name: "with neither, the address",
+			spans: []sp{
+				{id: 2, parent: 1, kind: KindClient, svc: "shop", op: "GET", addr: "catalog.shop.svc", start: 1, end: 9},
+			},
+			peer: "catalog.shop.svc", peerOp: "GET", address: "catalog.shop.svc",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := NewAnalyzer().Link(records(1, append([]sp{server}, tt.spans...)...))
+			calls := tr.RequestCalls(&tr.Requests[0])
+			require.Len(t, calls, 1)
+			assert.Equal(t, tt.peer, testSymbols.Name(calls[0].PeerService), "peer")
+			assert.Equal(t, tt.peerOp, testSymbols.Name(calls[0].PeerOperation), "peer operation")
+			assert.Equal(t, tt.address, testSymbols.Name(calls[0].PeerAddress), "address")
+		})
+	}
 }
 
 func TestLogicalCalls(t *testing.T) {
@@ -170,6 +228,39 @@ func TestLogicalCalls(t *testing.T) {
 			attempts: []sp{
 				{id: 2, parent: 1, kind: KindClient, svc: "a", op: "GET", peer: "b", start: 1, end: 2, failed: true},
 				{id: 3, parent: 1, kind: KindClient, svc: "a", op: "GET", peer: "c", start: 3, end: 4},
+			},
+			want:   [][]byte{{2}, {3}},
+			failed: []bool{true, false},
+		},
+		{
+			name: "fan-out to one peer: a marked retry joins its own call, whatever ran in between",
+			attempts: []sp{
+				{id: 2, parent: 1, kind: KindClient, svc: "a", op: "GET", addr: "catalog:80", url: "GET /x", start: 1, end: 5, failed: true},
+				{id: 3, parent: 2, kind: KindServer, svc: "catalog", op: "GET /x", start: 2, end: 4, failed: true},
+				{id: 4, parent: 1, kind: KindClient, svc: "a", op: "GET", addr: "catalog:80", url: "GET /y", start: 2, end: 6},
+				{id: 5, parent: 4, kind: KindServer, svc: "catalog", op: "GET /y", start: 3, end: 5},
+				{id: 6, parent: 1, kind: KindClient, svc: "a", op: "GET", addr: "catalog:80", url: "GET /x", start: 7, end: 9, try: 2},
+				{id: 7, parent: 6, kind: KindServer, svc: "catalog", op: "GET /x", start: 7, end: 8},
+			},
+			want:    [][]byte{{2, 6}, {4}},
+			failed:  []bool{false, false},
+			retried: []byte{7},
+		},
+		{
+			name: "fan-out to one peer: an unmarked retry after its call failed joins it",
+			attempts: []sp{
+				{id: 2, parent: 1, kind: KindClient, svc: "a", op: "GET", addr: "catalog:80", url: "GET /x", start: 1, end: 5, failed: true},
+				{id: 4, parent: 1, kind: KindClient, svc: "a", op: "GET", addr: "catalog:80", url: "GET /y", start: 2, end: 6},
+				{id: 6, parent: 1, kind: KindClient, svc: "a", op: "GET", addr: "catalog:80", url: "GET /x", start: 7, end: 9},
+			},
+			want:   [][]byte{{2, 6}, {4}},
+			failed: []bool{false, false},
+		},
+		{
+			name: "two paths under one route are two calls",
+			attempts: []sp{
+				{id: 2, parent: 1, kind: KindClient, svc: "a", op: "GET", addr: "catalog:80", url: "GET /items/1", start: 1, end: 2, failed: true},
+				{id: 3, parent: 1, kind: KindClient, svc: "a", op: "GET", addr: "catalog:80", url: "GET /items/2", start: 3, end: 4},
 			},
 			want:   [][]byte{{2}, {3}},
 			failed: []bool{true, false},

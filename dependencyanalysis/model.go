@@ -2,7 +2,9 @@ package dependencyanalysis
 
 import (
 	"math"
+	"slices"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
@@ -46,42 +48,67 @@ type EdgeKey struct {
 	Service, Operation, PeerService, PeerOperation Symbol
 }
 
-// EdgeCounts are an edge's observations, weighted by age when the model decays.
+// EdgeCounts are an edge's observations, weighted by age when the model
+// decays.
+//
+// The model judges an edge on requests in which its call failed while no
+// other call of the request failed: a request that failed because another
+// blocking call failed says nothing about whether this edge is tolerated,
+// and counting it would keep a tolerated edge that fails alongside a
+// fail-close one unknown forever. Mode rests on
+//
+//	P(request fails | this call failed, no other call failed) ≈ FailedRequestFailed / Failed
 type EdgeCounts struct {
-	// CallFailed counts requests in which the logical call failed, and
-	// CallFailedRequestFailed those of them in which the request failed too.
-	CallFailed, CallFailedRequestFailed float64
-	// CallOK counts requests in which the call succeeded, and
-	// CallOKRequestFailed those of them in which the request failed anyway.
-	CallOK, CallOKRequestFailed float64
+	// Failed counts requests in which the logical call failed and no other
+	// call of the request failed; FailedRequestFailed those of them in
+	// which the request failed too.
+	Failed, FailedRequestFailed float64
+	// Samples is Failed counted without weights: how many requests the
+	// evidence comes from, which min_samples is compared with.
+	Samples float64
+	// OK counts requests in which the call succeeded, and OKRequestFailed
+	// those of them in which the request failed anyway.
+	OK, OKRequestFailed float64
 }
 
 func (c *EdgeCounts) scale(f float64) {
-	c.CallFailed *= f
-	c.CallFailedRequestFailed *= f
-	c.CallOK *= f
-	c.CallOKRequestFailed *= f
+	samples := c.Samples
+	c.Failed *= f
+	c.FailedRequestFailed *= f
+	c.OK *= f
+	c.OKRequestFailed *= f
+	c.Samples = samples // a count of requests, not a weight
 }
 
 // Estimate is the model's judgement of one edge.
 type Estimate struct {
 	Mode   Mode
 	Counts EdgeCounts
-	// Lower and Upper bound P(request fails | call failed) at the configured
-	// confidence (Wilson score interval); 0 and 1 without samples.
+	// Lower and Upper bound P(request fails | call failed alone) at the
+	// configured confidence (Wilson score interval on the weighted
+	// counts); 0 and 1 without samples.
 	Lower, Upper float64
 }
 
 // Modes tells the verdict rules an edge's mode. EdgeModel implements it; so
-// can a model merged from several collectors.
+// can a model merged from several collectors (ModeTable).
 type Modes interface {
 	Mode(EdgeKey) Mode
 }
 
+// ModeTable is a fixed set of edge modes, such as a model merged in a
+// store; absent edges are unknown.
+type ModeTable map[EdgeKey]Mode
+
+// Mode returns the edge's mode, ModeUnknown when absent.
+func (t ModeTable) Mode(k EdgeKey) Mode { return t[k] }
+
 // EdgeModel learns per edge whether a call's failure fails the request. It
 // is safe for concurrent use. Time is the traces' own: observations fade
 // with the age of their spans relative to the newest span seen, so the
-// model behaves the same live and over a file.
+// model behaves the same live and over a file. With a clock (WithClock),
+// span times are bounded by it, so that a host whose clock runs ahead
+// cannot age every other host's evidence.
 //
 // Decay costs one exponential per request, not per edge and observation:
 // counts are kept scaled by 2^((t−epoch)/half-life) at the time t of each
@@ -90,32 +117,88 @@ type Modes interface {
 type EdgeModel struct {
 	cfg     ModelConfig
 	z       float64
+	now     func() time.Time
 	mu      sync.RWMutex
-	edges   map[EdgeKey]*EdgeCounts
+	edges   map[EdgeKey]*edgeState
 	cache   [1024]modelSlot // in front of edges, as in Stats; under mu
 	epoch   pcommon.Timestamp
 	newest  pcommon.Timestamp
 	maxSize int
+	evicted uint64
+}
+
+// edgeState is one edge's scaled counts, when it was last observed, and
+// the latest addresses its caller used to reach the peer.
+type edgeState struct {
+	counts    EdgeCounts
+	last      pcommon.Timestamp
+	addresses [maxAddresses]Symbol
+	nextAddr  uint8
+}
+
+// maxAddresses bounds the addresses an edge remembers (a service behind a
+// few load balancers or DNS names); the oldest makes way for a new one.
+const maxAddresses = 4
+
+func (e *edgeState) remember(addr Symbol) {
+	for _, a := range e.addresses {
+		if a == addr {
+			return
+		}
+	}
+	e.addresses[e.nextAddr] = addr
+	e.nextAddr = (e.nextAddr + 1) % maxAddresses
+}
+
+// addressList returns the remembered addresses, in no particular order.
+func (e *edgeState) addressList() []Symbol {
+	var out []Symbol
+	for _, a := range e.addresses {
+		if a != NoSymbol {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // rebaseAfter is how many half-lives past the epoch a weight may reach
 // before the epoch moves: 2^500 is far from float64's 2^1023.
 const rebaseAfter = 500
 
-// NewEdgeModel returns an empty model; cfg must be valid (Config.Validate).
-// It tracks at most maxEdges edges (<= 0: 100,000); observations of new
-// edges past that are ignored.
-func NewEdgeModel(cfg ModelConfig, maxEdges int) *EdgeModel {
-	if maxEdges <= 0 {
-		maxEdges = 100_000
-	}
-	return &EdgeModel{
-		cfg:     cfg,
-		z:       cfg.z(),
-		edges:   make(map[EdgeKey]*EdgeCounts),
-		maxSize: maxEdges,
+// A ModelOption configures an EdgeModel.
+type ModelOption func(*EdgeModel)
+
+// WithClock bounds span times by now, the collector's clock: an
+// observation dated after now counts as made now.
+func WithClock(now func() time.Time) ModelOption { return func(m *EdgeModel) { m.now = now } }
+
+// WithMaxEdges bounds the edges the model tracks (default 100,000). When a
+// new edge would pass it, the eighth of the edges seen least recently are
+// forgotten, so that the model keeps learning.
+func WithMaxEdges(n int) ModelOption {
+	return func(m *EdgeModel) {
+		if n > 0 {
+			m.maxSize = n
+		}
 	}
 }
+
+// NewEdgeModel returns an empty model; cfg must be valid (Config.Validate).
+func NewEdgeModel(cfg ModelConfig, opts ...ModelOption) *EdgeModel {
+	m := &EdgeModel{
+		cfg:     cfg,
+		z:       cfg.z(),
+		edges:   make(map[EdgeKey]*edgeState),
+		maxSize: 100_000,
+	}
+	for _, o := range opts {
+		o(m)
+	}
+	return m
+}
+
+// Config returns the model's configuration.
+func (m *EdgeModel) Config() ModelConfig { return m.cfg }
 
 // halfLives is how many half-lives from the epoch to t (negative before it).
 func (m *EdgeModel) halfLives(t pcommon.Timestamp) float64 {
@@ -132,8 +215,8 @@ func (m *EdgeModel) weight(t pcommon.Timestamp) float64 {
 	}
 	if h := m.halfLives(t); h > rebaseAfter {
 		shift := math.Exp2(-h)
-		for _, c := range m.edges {
-			c.scale(shift)
+		for _, e := range m.edges {
+			e.counts.scale(shift)
 		}
 		m.epoch = t
 	}
@@ -153,6 +236,10 @@ func (m *EdgeModel) Observe(t *Trace) {
 	if len(t.Calls) == 0 {
 		return
 	}
+	bound := pcommon.Timestamp(math.MaxUint64)
+	if m.now != nil {
+		bound = pcommon.NewTimestampFromTime(m.now())
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for ri := range t.Requests {
@@ -161,45 +248,110 @@ func (m *EdgeModel) Observe(t *Trace) {
 			continue
 		}
 		req := &t.Spans[r.Span]
-		w := m.weight(req.End)
-		m.newest = max(m.newest, req.End)
-		for ci := r.CallsStart; ci < r.CallsEnd; ci++ {
-			c := &t.Calls[ci]
-			m.observe(EdgeKey{req.Service, req.Operation, c.PeerService, c.PeerOperation}, c.Failed, req.Failed(), w)
+		at := min(req.End, bound)
+		w := m.weight(at)
+		m.newest = max(m.newest, at)
+		calls := t.RequestCalls(r)
+		failed := 0
+		for ci := range calls {
+			if calls[ci].Failed {
+				failed++
+			}
+		}
+		for ci := range calls {
+			c := &calls[ci]
+			e := m.observe(EdgeKey{req.Service, req.Operation, c.PeerService, c.PeerOperation}, c.Failed, failed == 1, req.Failed(), w, at)
+			if c.PeerAddress != NoSymbol && c.PeerAddress != c.PeerService {
+				e.remember(c.PeerAddress)
+			}
 		}
 	}
 }
 
 type modelSlot struct {
 	k EdgeKey
-	c *EdgeCounts
+	e *edgeState
 }
 
-func (m *EdgeModel) observe(k EdgeKey, callFailed, reqFailed bool, w float64) {
+func (m *EdgeModel) observe(k EdgeKey, callFailed, alone, reqFailed bool, w float64, at pcommon.Timestamp) *edgeState {
 	slot := &m.cache[(mix(k.Service, k.Operation)^mix(k.PeerService, k.PeerOperation)*31)%uint32(len(m.cache))]
-	c := slot.c
-	if c == nil || slot.k != k {
+	e := slot.e
+	if e == nil || slot.k != k {
 		var ok bool
-		if c, ok = m.edges[k]; !ok {
+		if e, ok = m.edges[k]; !ok {
 			if len(m.edges) >= m.maxSize {
-				return
+				m.evictLeastRecent()
 			}
-			c = new(EdgeCounts)
-			m.edges[k] = c
+			e = new(edgeState)
+			m.edges[k] = e
 		}
-		*slot = modelSlot{k, c}
+		*slot = modelSlot{k, e}
 	}
-	if callFailed {
-		c.CallFailed += w
+	e.last = max(e.last, at)
+	c := &e.counts
+	switch {
+	case callFailed && alone:
+		c.Failed += w
+		c.Samples++
 		if reqFailed {
-			c.CallFailedRequestFailed += w
+			c.FailedRequestFailed += w
 		}
-		return
+	case !callFailed:
+		c.OK += w
+		if reqFailed {
+			c.OKRequestFailed += w
+		}
 	}
-	c.CallOK += w
-	if reqFailed {
-		c.CallOKRequestFailed += w
+	return e
+}
+
+// evictLeastRecent forgets the eighth of the edges observed least
+// recently. Call with mu held.
+func (m *EdgeModel) evictLeastRecent() {
+	lasts := make([]pcommon.Timestamp, 0, len(m.edges))
+	for _, e := range m.edges {
+		lasts = append(lasts, e.last)
 	}
+	slices.Sort(lasts)
+	n := max(len(lasts)/8, 1)
+	cutoff := lasts[n-1]
+	for k, e := range m.edges {
+		if n == 0 {
+			break
+		}
+		if e.last <= cutoff {
+			delete(m.edges, k)
+			n--
+			m.evicted++
+		}
+	}
+	clear(m.cache[:])
+}
+
+// Forget drops the edges not observed since before, such as those whose
+// weight has decayed to nothing, and reports how many it dropped.
+func (m *EdgeModel) Forget(before time.Time) int {
+	t := pcommon.NewTimestampFromTime(before)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for k, e := range m.edges {
+		if e.last < t {
+			delete(m.edges, k)
+			n++
+		}
+	}
+	if n > 0 {
+		clear(m.cache[:])
+	}
+	return n
+}
+
+// Evicted reports how many edges the bound made the model forget.
+func (m *EdgeModel) Evicted() uint64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.evicted
 }
 
 // Mode returns the edge's mode.
@@ -213,7 +365,7 @@ func (m *EdgeModel) Estimate(k EdgeKey) Estimate {
 	m.mu.RLock()
 	var c EdgeCounts
 	if e, ok := m.edges[k]; ok {
-		c = m.unscale(*e)
+		c = m.unscale(e.counts)
 	}
 	m.mu.RUnlock()
 	return m.Judge(c)
@@ -230,14 +382,19 @@ func (c ModelConfig) Judge(counts EdgeCounts) Estimate { return c.judge(counts, 
 // z is the normal quantile of the configured two-sided confidence.
 func (c ModelConfig) z() float64 { return math.Sqrt2 * math.Erfinv(c.Confidence) }
 
+// judge applies the rule: with at least MinSamples requests of evidence
+// (counted, not weighted), fail-close when the Wilson lower bound of
+// P(request fails | call failed alone) on the weighted counts reaches
+// FailCloseThreshold, fail-open when its upper bound is at most
+// FailOpenThreshold, else unknown.
 func (c ModelConfig) judge(counts EdgeCounts, z float64) Estimate {
 	est := Estimate{Counts: counts, Lower: 0, Upper: 1}
-	n := counts.CallFailed
+	n := counts.Failed
 	if n <= 0 {
 		return est
 	}
-	est.Lower, est.Upper = Wilson(counts.CallFailedRequestFailed, n, z)
-	if n+1e-9 < float64(c.MinSamples) {
+	est.Lower, est.Upper = Wilson(counts.FailedRequestFailed, n, z)
+	if counts.Samples+1e-9 < float64(c.MinSamples) {
 		return est
 	}
 	switch {
@@ -249,20 +406,23 @@ func (c ModelConfig) judge(counts EdgeCounts, z float64) Estimate {
 	return est
 }
 
-// Edges calls fn for every edge with its estimate, in no particular order.
-func (m *EdgeModel) Edges(fn func(EdgeKey, Estimate)) {
-	type kc struct {
+// Edges calls fn for every edge with its estimate and the addresses its
+// caller used to reach the peer (when named otherwise), in no particular
+// order.
+func (m *EdgeModel) Edges(fn func(k EdgeKey, est Estimate, addresses []Symbol)) {
+	type edge struct {
 		k EdgeKey
 		c EdgeCounts
+		a []Symbol
 	}
 	m.mu.RLock()
-	all := make([]kc, 0, len(m.edges))
+	all := make([]edge, 0, len(m.edges))
 	for k, e := range m.edges {
-		all = append(all, kc{k, m.unscale(*e)})
+		all = append(all, edge{k, m.unscale(e.counts), e.addressList()})
 	}
 	m.mu.RUnlock()
 	for _, x := range all {
-		fn(x.k, m.Judge(x.c))
+		fn(x.k, m.Judge(x.c), x.a)
 	}
 }
 
@@ -271,6 +431,26 @@ func (m *EdgeModel) Len() int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return len(m.edges)
+}
+
+// Symbols calls keep for every symbol the model holds, so that a sweep of
+// the symbol table (Symbols.Sweep) keeps them.
+func (m *EdgeModel) Symbols(keep func(Symbol)) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for k, e := range m.edges {
+		k.symbols(keep)
+		for _, a := range e.addresses {
+			keep(a)
+		}
+	}
+}
+
+func (k EdgeKey) symbols(keep func(Symbol)) {
+	keep(k.Service)
+	keep(k.Operation)
+	keep(k.PeerService)
+	keep(k.PeerOperation)
 }
 
 // Wilson returns the Wilson score interval for k successes in n trials at

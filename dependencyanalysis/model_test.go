@@ -1,11 +1,13 @@
 package dependencyanalysis
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestWilson(t *testing.T) {
@@ -62,14 +64,14 @@ func TestEdgeModelModes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := NewEdgeModel(cfg, 0)
+			m := NewEdgeModel(cfg)
 			observeN(m, tt.failedAndFailed, true, true, time.Second)
 			observeN(m, tt.failedButSurvived, true, false, time.Second)
 			observeN(m, tt.succeeded, false, false, time.Second)
 			est := m.Estimate(edgeAB)
 			assert.Equal(t, tt.want, est.Mode)
-			assert.InDelta(t, tt.failedAndFailed+tt.failedButSurvived, est.Counts.CallFailed, 1e-9)
-			assert.InDelta(t, tt.succeeded, est.Counts.CallOK, 1e-9)
+			assert.InDelta(t, tt.failedAndFailed+tt.failedButSurvived, est.Counts.Failed, 1e-9)
+			assert.InDelta(t, tt.succeeded, est.Counts.OK, 1e-9)
 		})
 	}
 }
@@ -77,7 +79,7 @@ func TestEdgeModelModes(t *testing.T) {
 func TestEdgeModelFollowsChange(t *testing.T) {
 	cfg := DefaultConfig().EdgeModel
 	cfg.HalfLife = time.Minute
-	m := NewEdgeModel(cfg, 0)
+	m := NewEdgeModel(cfg)
 	observeN(m, 100, true, false, time.Minute)
 	assert.Equal(t, ModeFailOpen, m.Mode(edgeAB), "tolerated at first")
 
@@ -86,34 +88,108 @@ func TestEdgeModelFollowsChange(t *testing.T) {
 	observeN(m, 50, true, true, 11*time.Minute)
 	est := m.Estimate(edgeAB)
 	assert.Equal(t, ModeFailClose, est.Mode)
-	assert.InDelta(t, 50+100*math.Exp2(-10), est.Counts.CallFailed, 1e-6)
+	assert.InDelta(t, 50+100*math.Exp2(-10), est.Counts.Failed, 1e-6)
 
 	// Observations that arrive late weigh by their age.
 	observeN(m, 1, true, false, 10*time.Minute)
-	assert.InDelta(t, 50+100*math.Exp2(-10)+0.5, m.Estimate(edgeAB).Counts.CallFailed, 1e-6)
+	assert.InDelta(t, 50+100*math.Exp2(-10)+0.5, m.Estimate(edgeAB).Counts.Failed, 1e-6)
 }
 
-func TestEdgeModelIsBounded(t *testing.T) {
-	m := NewEdgeModel(DefaultConfig().EdgeModel, 1)
-	observeN(m, 1, true, true, 0)
+func TestEdgeModelForgetsTheLeastRecentWhenFull(t *testing.T) {
+	// Eight edges fill the model; a ninth, new one must still be learned
+	// (the model does not freeze), and the edge seen longest ago goes.
+	m := NewEdgeModel(DefaultConfig().EdgeModel, WithMaxEdges(8))
 	a := NewAnalyzer()
-	m.Observe(a.Link(records(1,
-		sp{id: 1, kind: KindServer, svc: "x", op: "GET /x"},
-		sp{id: 2, parent: 1, kind: KindClient, svc: "x", op: "GET", peer: "y"},
-	)))
-	assert.Equal(t, 1, m.Len())
+	observe := func(peer string, atMillis int) {
+		m.Observe(a.Link(records(1,
+			sp{id: 1, kind: KindServer, svc: "x", op: "GET /x", start: atMillis, end: atMillis + 1},
+			sp{id: 2, parent: 1, kind: KindClient, svc: "x", op: "GET", peer: peer, start: atMillis, end: atMillis},
+		)))
+	}
+	for i := range 8 {
+		observe(fmt.Sprintf("peer-%d", i), 1000*(i+1))
+	}
+	require.Equal(t, 8, m.Len())
+	observe("newcomer", 20_000)
+	assert.Equal(t, 8, m.Len())
+	assert.Equal(t, uint64(1), m.Evicted())
+	keys := map[string]bool{}
+	m.Edges(func(k EdgeKey, _ Estimate, _ []Symbol) { keys[testSymbols.Name(k.PeerService)] = true })
+	assert.True(t, keys["newcomer"], "the new edge is learned")
+	assert.False(t, keys["peer-0"], "the edge seen longest ago is forgotten")
 }
 
 func TestEdgeModelRebasesLongRuns(t *testing.T) {
 	cfg := DefaultConfig().EdgeModel
 	cfg.HalfLife = time.Millisecond
-	m := NewEdgeModel(cfg, 0)
+	m := NewEdgeModel(cfg)
 	observeN(m, 30, true, true, time.Millisecond)
 	// 2,000 half-lives later the old counts have faded to nothing and the
 	// scaled weights have not overflowed.
 	observeN(m, 25, true, false, 2*time.Second)
 	est := m.Estimate(edgeAB)
-	assert.InDelta(t, 25, est.Counts.CallFailed, 1e-9)
-	assert.InDelta(t, 0, est.Counts.CallFailedRequestFailed, 1e-9)
+	assert.InDelta(t, 25, est.Counts.Failed, 1e-9)
+	assert.InDelta(t, 0, est.Counts.FailedRequestFailed, 1e-9)
+	assert.Equal(t, ModeFailOpen, est.Mode)
+}
+
+// checkoutRequest links one request of service checkout at atMillis with a call to
+// recommendations and one to payments.
+func checkoutRequest(a *Analyzer, atMillis int, recsFailed, paymentsFailed, failed bool) *Trace {
+	return a.Link(records(1,
+		sp{id: 1, kind: KindServer, svc: "checkout", op: "POST /checkout", start: atMillis, end: atMillis + 10, failed: failed},
+		sp{id: 2, parent: 1, kind: KindClient, svc: "checkout", op: "GET", peer: "recommendations", peerOp: "GET /recs", start: atMillis + 1, end: atMillis + 2, failed: recsFailed},
+		sp{id: 3, parent: 1, kind: KindClient, svc: "checkout", op: "POST", peer: "payments", peerOp: "POST /pay", start: atMillis + 3, end: atMillis + 4, failed: paymentsFailed},
+	))
+}
+
+var edgeRecs = EdgeKey{sym("checkout"), sym("POST /checkout"), sym("recommendations"), sym("GET /recs")}
+
+// TestEdgeModelIsNotConfounded: checkout tolerates recommendations failing,
+// but often fails through payments at the same time. Those requests say
+// nothing about recommendations; judged on the requests where it failed
+// alone, it is fail-open.
+func TestEdgeModelIsNotConfounded(t *testing.T) {
+	cfg := DefaultConfig().EdgeModel
+	cfg.HalfLife = 0
+	m := NewEdgeModel(cfg)
+	a := NewAnalyzer()
+	for i := range 100 {
+		m.Observe(checkoutRequest(a, i, true, true, true)) // both failed: payments failed it
+	}
+	for i := range 30 {
+		m.Observe(checkoutRequest(a, 1000+i, true, false, false)) // recommendations alone: tolerated
+	}
+	est := m.Estimate(edgeRecs)
+	assert.Equal(t, ModeFailOpen, est.Mode, "P(fail | recs failed) over all requests would be 100/130")
+	assert.InDelta(t, 30, est.Counts.Failed, 1e-9)
+	assert.InDelta(t, 0, est.Counts.FailedRequestFailed, 1e-9)
+}
+
+// TestEdgeModelClockAhead: one span from a host whose clock is a day ahead
+// must not age every other host's evidence to nothing.
+func TestEdgeModelClockAhead(t *testing.T) {
+	cfg := DefaultConfig().EdgeModel // a 10-minute half-life
+	collectorNow := time.Unix(0, 0).Add(time.Hour)
+	m := NewEdgeModel(cfg, WithClock(func() time.Time { return collectorNow }))
+	observeN(m, 50, true, false, time.Hour)
+	observeN(m, 1, true, false, 25*time.Hour) // a day ahead of the collector
+	est := m.Estimate(edgeAB)
+	assert.InDelta(t, 51, est.Counts.Failed, 1e-6, "the future span counts as made now")
+	assert.Equal(t, ModeFailOpen, est.Mode)
+}
+
+// TestMinSamplesCountsRequests: min_samples is compared with the requests
+// observed, not with their decayed weight. Thirty tolerated failures thirty
+// seconds apart weigh about 19 at a ten-minute half-life: enough for a
+// confident fail-open, and 30 ≥ 20 samples.
+func TestMinSamplesCountsRequests(t *testing.T) {
+	m := NewEdgeModel(DefaultConfig().EdgeModel)
+	for i := range 30 {
+		observeN(m, 1, true, false, time.Duration(i)*30*time.Second)
+	}
+	est := m.Estimate(edgeAB)
+	assert.InDelta(t, 30, est.Counts.Samples, 1e-9)
+	assert.Less(t, est.Counts.Failed, 20.0, "the weights")
 	assert.Equal(t, ModeFailOpen, est.Mode)
 }

@@ -41,10 +41,18 @@ type EdgeStats struct {
 	// Suppressed() ones are the retries the hooks held back.
 	Decisions [6]uint64
 	// CallFailedRequestFailed counts failed calls whose request failed too,
-	// and CallOKRequestFailed successful calls whose request failed anyway:
-	// with Calls and FailedCalls they are the edge model's observations, so
-	// models from several collectors can be merged by summing.
+	// and CallOKRequestFailed successful calls whose request failed anyway.
 	CallFailedRequestFailed, CallOKRequestFailed uint64
+	// FailedAlone counts failed calls that were the only failed call of
+	// their request, and FailedAloneRequestFailed those whose request
+	// failed too: the edge model's evidence (EdgeCounts), so that models
+	// from several collectors merge by summing.
+	FailedAlone, FailedAloneRequestFailed uint64
+}
+
+// AddressKey names an address a service used to reach a peer service.
+type AddressKey struct {
+	Service, PeerService, Address Symbol
 }
 
 // AuditEntry records one coincidental error: the service failed for its
@@ -91,7 +99,12 @@ type Stats struct {
 	Edges      map[EdgeKey]*EdgeStats
 	Depths     map[DepthKey]uint64
 	Roots      map[OperationKey]*RootStats
-	Link       LinkStats
+	// Addresses counts logical calls by the address a service used to
+	// reach a peer service named otherwise (by its own service.name or a
+	// peer attribute): it is how the SDK hooks, which know only the
+	// address at call time, find the peer's hints.
+	Addresses map[AddressKey]uint64
+	Link      LinkStats
 	// Traces counts traces added.
 	Traces uint64
 	// Audit holds coincidental errors, at most AuditLimit per service
@@ -129,6 +142,7 @@ func NewStats() *Stats {
 		Edges:      make(map[EdgeKey]*EdgeStats),
 		Depths:     make(map[DepthKey]uint64),
 		Roots:      make(map[OperationKey]*RootStats),
+		Addresses:  make(map[AddressKey]uint64),
 		auditCount: make(map[Symbol]int),
 	}
 }
@@ -142,6 +156,7 @@ func (s *Stats) Reset() {
 	clear(s.Edges)
 	clear(s.Depths)
 	clear(s.Roots)
+	clear(s.Addresses)
 	clear(s.auditCount)
 	clear(s.opCache[:])
 	clear(s.edgeCache[:])
@@ -163,8 +178,15 @@ func (s *Stats) Add(t *Trace, verdicts []Verdict) {
 		if r.Retry {
 			op.RetriesReceived++
 		}
-		for ci := r.CallsStart; ci < r.CallsEnd; ci++ {
-			c := &t.Calls[ci]
+		calls := t.RequestCalls(r)
+		failed := 0
+		for ci := range calls {
+			if calls[ci].Failed {
+				failed++
+			}
+		}
+		for ci := range calls {
+			c := &calls[ci]
 			e := s.edge(EdgeKey{req.Service, req.Operation, c.PeerService, c.PeerOperation})
 			e.Calls++
 			switch {
@@ -173,8 +195,17 @@ func (s *Stats) Add(t *Trace, verdicts []Verdict) {
 				if req.Failed() {
 					e.CallFailedRequestFailed++
 				}
+				if failed == 1 {
+					e.FailedAlone++
+					if req.Failed() {
+						e.FailedAloneRequestFailed++
+					}
+				}
 			case req.Failed():
 				e.CallOKRequestFailed++
+			}
+			if c.PeerAddress != NoSymbol && c.PeerAddress != c.PeerService {
+				s.Addresses[AddressKey{req.Service, c.PeerService, c.PeerAddress}]++
 			}
 			n := uint64(c.Attempts())
 			e.Attempts += n
@@ -353,6 +384,8 @@ func (s *Stats) Merge(o *Stats) {
 		e.Retries += v.Retries
 		e.CallFailedRequestFailed += v.CallFailedRequestFailed
 		e.CallOKRequestFailed += v.CallOKRequestFailed
+		e.FailedAlone += v.FailedAlone
+		e.FailedAloneRequestFailed += v.FailedAloneRequestFailed
 		for i := range v.Decisions {
 			e.Decisions[i] += v.Decisions[i]
 		}
@@ -364,6 +397,9 @@ func (s *Stats) Merge(o *Stats) {
 	for k, v := range o.Depths {
 		s.Depths[k] += v
 	}
+	for k, v := range o.Addresses {
+		s.Addresses[k] += v
+	}
 	for k, v := range o.Roots {
 		st, ok := s.Roots[k]
 		if !ok {
@@ -373,5 +409,38 @@ func (s *Stats) Merge(o *Stats) {
 		st.Requests += v.Requests
 		st.RadiusSum += v.RadiusSum
 		st.RadiusMax = max(st.RadiusMax, v.RadiusMax)
+	}
+}
+
+// Symbols calls keep for every symbol s holds, so that a sweep of the
+// symbol table (Symbols.Sweep) keeps them.
+func (s *Stats) Symbols(keep func(Symbol)) {
+	for k := range s.Operations {
+		keep(k.Service)
+		keep(k.Operation)
+	}
+	for k := range s.Edges {
+		k.symbols(keep)
+	}
+	for k := range s.Depths {
+		keep(k.RootService)
+		keep(k.RootOperation)
+		keep(k.Service)
+	}
+	for k := range s.Roots {
+		keep(k.Service)
+		keep(k.Operation)
+	}
+	for k := range s.Addresses {
+		keep(k.Service)
+		keep(k.PeerService)
+		keep(k.Address)
+	}
+	for i := range s.Audit {
+		e := &s.Audit[i]
+		keep(e.Service)
+		keep(e.Operation)
+		keep(e.PeerService)
+		keep(e.PeerOperation)
 	}
 }

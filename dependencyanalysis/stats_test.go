@@ -11,7 +11,7 @@ import (
 
 // judgeAll learns over all spans, then judges every trace into stats.
 func judgeAll(spans []Span, stats *Stats) {
-	model := NewEdgeModel(ModelConfig{MinSamples: 20, Confidence: 0.95, FailCloseThreshold: 0.8, FailOpenThreshold: 0.2}, 0)
+	model := NewEdgeModel(ModelConfig{MinSamples: 20, Confidence: 0.95, FailCloseThreshold: 0.8, FailOpenThreshold: 0.2})
 	an := NewAnalyzer()
 	ForEachTrace(spans, func(tr []Span) { model.Observe(an.Link(tr)) })
 	ForEachTrace(spans, func(tr []Span) {
@@ -27,7 +27,7 @@ func TestStatsMergeEqualsWhole(t *testing.T) {
 	judgeAll(spans, whole)
 
 	// The same verdicts split over two Stats, as two workers would hold them.
-	model := NewEdgeModel(DefaultConfig().EdgeModel, 0)
+	model := NewEdgeModel(DefaultConfig().EdgeModel)
 	an := NewAnalyzer()
 	ForEachTrace(spans, func(tr []Span) { model.Observe(an.Link(tr)) })
 	parts := [2]*Stats{NewStats(), NewStats()}

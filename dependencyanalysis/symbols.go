@@ -3,6 +3,7 @@ package dependencyanalysis
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // A Symbol is an interned string: a service, operation or peer name. Records
@@ -19,13 +20,20 @@ const OverflowName = "_other"
 
 // Symbols is a concurrency-safe intern table. The zero value is not usable;
 // call NewSymbols.
+//
+// The table is bounded: past its limit new names intern as OverflowName
+// until a Sweep frees the names nothing holds any more, so that a burst of
+// high-cardinality names (spans named by their SQL) costs a while of
+// "_other", not the table forever.
 type Symbols struct {
 	mu       sync.RWMutex
 	ids      map[string]Symbol
 	names    []string
+	free     []Symbol // freed by Sweep, handed out again by Intern
 	limit    int
 	overflow Symbol
 	dropped  uint64
+	gen      atomic.Uint64
 }
 
 // NewSymbols returns a table that holds at most limit distinct names
@@ -56,15 +64,30 @@ func (s *Symbols) Intern(name string) Symbol {
 	if id, ok := s.ids[name]; ok {
 		return id
 	}
-	if len(s.names)-2 >= s.limit { // "" and OverflowName do not count
+	if s.overflow != NoSymbol && len(s.ids)-1 >= s.limit { // OverflowName does not count
 		s.dropped++
 		return s.overflow
 	}
 	name = strings.Clone(name) // do not retain the caller's backing array
-	id = Symbol(len(s.names))
-	s.names = append(s.names, name)
+	if n := len(s.free); n > 0 {
+		id = s.free[n-1]
+		s.free = s.free[:n-1]
+		s.names[id] = name
+	} else {
+		id = Symbol(len(s.names))
+		s.names = append(s.names, name)
+	}
 	s.ids[name] = id
 	return id
+}
+
+// Lookup returns the symbol for name if the table holds it, without adding
+// it.
+func (s *Symbols) Lookup(name string) (Symbol, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	id, ok := s.ids[name]
+	return id, ok
 }
 
 // Name returns the string for sym; NoSymbol and unknown symbols give "".
@@ -81,7 +104,14 @@ func (s *Symbols) Name(sym Symbol) string {
 func (s *Symbols) Len() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return len(s.names) - 1
+	return len(s.ids)
+}
+
+// Full reports whether the table holds at least fraction of its limit.
+func (s *Symbols) Full(fraction float64) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return float64(len(s.ids)-1) >= fraction*float64(s.limit)
 }
 
 // Overflowed reports how many Intern calls found the table full.
@@ -91,10 +121,61 @@ func (s *Symbols) Overflowed() uint64 {
 	return s.dropped
 }
 
+// Generation counts the sweeps that freed names. A symbol obtained in one
+// generation means nothing in a later one unless the sweep kept it;
+// caches of symbols (the Extractor's) start over when it changes.
+func (s *Symbols) Generation() uint64 { return s.gen.Load() }
+
+// Sweep frees every name that live does not keep, so that Intern can hand
+// out its symbol again, and reports how many it freed. live calls keep for
+// each symbol still in use.
+//
+// The caller must make sure that, while Sweep runs, no other goroutine
+// holds a symbol live does not report or calls Intern: the processor
+// pauses extraction and analysis around it. Afterwards, extractors notice
+// the new Generation and drop their caches.
+func (s *Symbols) Sweep(live func(keep func(Symbol))) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	marked := make([]bool, len(s.names))
+	marked[NoSymbol], marked[s.overflow] = true, true
+	live(func(sym Symbol) {
+		if int(sym) < len(marked) {
+			marked[sym] = true
+		}
+	})
+	freed := 0
+	for id, name := range s.names {
+		if marked[id] || name == "" {
+			continue
+		}
+		delete(s.ids, name)
+		s.names[id] = ""
+		s.free = append(s.free, Symbol(id))
+		freed++
+	}
+	if freed > 0 {
+		s.gen.Add(1)
+	}
+	return freed
+}
+
 // symbolCache is a goroutine-local front for Symbols: hits take no lock.
 type symbolCache struct {
 	table *Symbols
 	local map[string]Symbol
+	gen   uint64 // the table's Generation when local was filled
+}
+
+// fresh drops the cache if the table swept names since it was filled, and
+// reports whether it did.
+func (c *symbolCache) fresh() bool {
+	if g := c.table.Generation(); g != c.gen {
+		clear(c.local)
+		c.gen = g
+		return true
+	}
+	return false
 }
 
 func (c *symbolCache) intern(name string) Symbol {

@@ -101,6 +101,22 @@ func TestJudge(t *testing.T) {
 			kind:  VerdictPropagated, reason: ownership.ReasonPropagated, expected: unclaimed, failed: 1, timedOut: true,
 		},
 		{
+			name: "timeout: a call that completed just before is not in flight",
+			in:   sp{id: 1, kind: KindServer, svc: "c", op: "GET /c", start: 0, end: 100, failed: true, tmo: true},
+			calls: []sp{
+				{id: 2, parent: 1, kind: KindClient, svc: "c", op: "GET", peer: "fast", start: 10, end: 99},
+			},
+			kind: VerdictOwn, reason: ownership.ReasonOwn, expected: claimed,
+		},
+		{
+			name: "timeout: a call cut short without an answer is in flight",
+			in:   sp{id: 1, kind: KindServer, svc: "c", op: "GET /c", start: 0, end: 100, failed: true, tmo: true},
+			calls: []sp{
+				{id: 2, parent: 1, kind: KindClient, svc: "c", op: "GET", peer: "slow", start: 10, end: 100, cut: true},
+			},
+			kind: VerdictPropagated, reason: ownership.ReasonPropagated, expected: unclaimed, failed: 1, timedOut: true,
+		},
+		{
 			name:  "timeout with no call in flight: own",
 			in:    sp{id: 1, kind: KindServer, svc: "c", op: "GET /c", start: 0, end: 100, failed: true, tmo: true},
 			calls: []sp{call(2, "d", false)},

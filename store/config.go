@@ -33,9 +33,11 @@ type Config struct {
 	// kept per service and minute (of the entries' own time), on top of the
 	// engine's per-flush limit. Zero means no limit.
 	AuditPerServicePerMinute int `mapstructure:"audit_per_service_per_minute"`
-	// HalfLife is how fast old buckets fade when the edge model is read
-	// from the store. Zero weighs every bucket in the window fully.
-	HalfLife time.Duration `mapstructure:"half_life"`
+	// ModelRefresh is how often a collector reads the edge model merged in
+	// the store back, for its verdicts and its hints. (How fast old buckets
+	// fade in it is edge_model.half_life, the same as for the model a
+	// collector learns without a store.)
+	ModelRefresh time.Duration `mapstructure:"model_refresh"`
 	// WriteTimeout bounds one attempt at writing a flush, so that a database
 	// that stopped answering cannot hold the writer forever.
 	WriteTimeout time.Duration `mapstructure:"write_timeout"`
@@ -43,14 +45,15 @@ type Config struct {
 
 // DefaultConfig returns the defaults: PG* environment variables, 1,000,000
 // pending rows, 30 days' retention, one-minute buckets, 100 audit entries per
-// service per minute, a 10-minute half-life and 1-minute write timeout.
+// service per minute, the model read back every 10 seconds and a 1-minute
+// write timeout.
 func DefaultConfig() Config {
 	return Config{
 		MaxPendingRows:           1_000_000,
 		Retention:                30 * 24 * time.Hour,
 		Bucket:                   time.Minute,
 		AuditPerServicePerMinute: 100,
-		HalfLife:                 10 * time.Minute,
+		ModelRefresh:             10 * time.Second,
 		WriteTimeout:             time.Minute,
 	}
 }
@@ -79,8 +82,8 @@ func (c *Config) Validate() error {
 	if c.AuditPerServicePerMinute < 0 {
 		errs = append(errs, fmt.Errorf("store.audit_per_service_per_minute: %d must not be negative; use 0 for no limit", c.AuditPerServicePerMinute))
 	}
-	if c.HalfLife < 0 {
-		errs = append(errs, fmt.Errorf("store.half_life: %v must not be negative; use 0 to weigh every bucket fully", c.HalfLife))
+	if c.ModelRefresh < time.Second {
+		errs = append(errs, fmt.Errorf("store.model_refresh: %v must be at least 1s, such as 10s", c.ModelRefresh))
 	}
 	if c.WriteTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("store.write_timeout: %v must be positive, such as 1m", c.WriteTimeout))

@@ -77,7 +77,7 @@ func TestConfigValidate(t *testing.T) {
 		{"bucket not dividing a day", func(c *Config) { c.Bucket = 7 * time.Minute }, "store.bucket"},
 		{"bucket over an hour", func(c *Config) { c.Bucket = 2 * time.Hour }, "store.bucket"},
 		{"negative audit limit", func(c *Config) { c.AuditPerServicePerMinute = -1 }, "store.audit_per_service_per_minute"},
-		{"negative half-life", func(c *Config) { c.HalfLife = -time.Second }, "store.half_life"},
+		{"model read back too often", func(c *Config) { c.ModelRefresh = 5 * time.Millisecond }, "store.model_refresh"},
 		{"no write timeout", func(c *Config) { c.WriteTimeout = 0 }, "store.write_timeout"},
 		{"bad dsn", func(c *Config) { c.DSN = "port=notaport" }, "store.dsn"},
 	}

@@ -95,6 +95,10 @@ func (b *builder) root(svc, op string) *dependencyanalysis.RootStats {
 	return r
 }
 
+func (b *builder) address(svc, peer, addr string, calls uint64) {
+	b.s.Addresses[dependencyanalysis.AddressKey{Service: b.sym(svc), PeerService: b.sym(peer), Address: b.sym(addr)}] += calls
+}
+
 func (b *builder) audit(at time.Time, trace byte, svc, op, peer, peerOp string) {
 	b.s.Audit = append(b.s.Audit, dependencyanalysis.AuditEntry{
 		Time:    pcommon.NewTimestampFromTime(at),
@@ -136,6 +140,8 @@ func randomStats(b *builder, seed uint64, at time.Time) {
 		e.Retries += n(30)
 		e.CallFailedRequestFailed += n(20)
 		e.CallOKRequestFailed += n(3)
+		e.FailedAlone += n(15)
+		e.FailedAloneRequestFailed += n(10)
 		for d := range e.Decisions {
 			e.Decisions[d] += n(4)
 		}
@@ -149,6 +155,9 @@ func randomStats(b *builder, seed uint64, at time.Time) {
 		r.RadiusMax = max(r.RadiusMax, rng.IntN(4))
 		r.RadiusSum += n(10)
 	}
+	for range 3 {
+		b.address(pick(svcs), pick(svcs), fmt.Sprintf("10.0.0.%d:8080", rng.IntN(3)), 1+n(20))
+	}
 	for i := range 2 {
 		b.audit(at.Add(time.Duration(i)*time.Second), byte(seed), pick(svcs), pick(ops), pick(svcs), pick(ops))
 	}
@@ -159,7 +168,7 @@ func randomStats(b *builder, seed uint64, at time.Time) {
 func dump(t testing.TB, s *Store) map[string][]string {
 	t.Helper()
 	out := make(map[string][]string)
-	for _, table := range []string{"operation_stats", "claim_accuracy", "edge_stats", "depth_stats", "root_stats", "coincidental_audit"} {
+	for _, table := range []string{"operation_stats", "claim_accuracy", "edge_stats", "depth_stats", "root_stats", "address_stats", "coincidental_audit"} {
 		rows, err := s.pool.Query(testContext(t), fmt.Sprintf("SELECT row_to_json(t)::text FROM %s t", table))
 		if err != nil {
 			t.Fatal(err)

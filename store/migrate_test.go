@@ -108,3 +108,51 @@ func TestMigrateConcurrently(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrateUpgradesAWrittenDatabase: a database written at version 1
+// migrates to the newest version keeping its rows, the days it has get the
+// new tables' partitions, and the migration reverts cleanly.
+func TestMigrateUpgradesAWrittenDatabase(t *testing.T) {
+	ctx := testContext(t)
+	pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	p, err := newProvider(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	day := "2026-11-20"
+	for _, sql := range []string{
+		"SELECT ensure_partitions('" + day + "')",
+		`INSERT INTO edge_stats (bucket, service, operation, peer_service, peer_operation, calls, failed_calls)
+		 VALUES ('` + day + ` 10:00Z', 'a', 'GET /a', 'b', 'GET /b', 10, 2)`,
+	} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	if v, err := Migrate(ctx, db); err != nil || v != SchemaVersionWanted() {
+		t.Fatalf("Migrate: version %d, %v", v, err)
+	}
+	var calls, alone int64
+	if err := pool.QueryRow(ctx, "SELECT calls, failed_alone FROM edge_stats").Scan(&calls, &alone); err != nil || calls != 10 || alone != 0 {
+		t.Fatalf("the version-1 row after the upgrade: calls %d, failed_alone %d, %v", calls, alone, err)
+	}
+	var exists bool
+	if err := pool.QueryRow(ctx, "SELECT to_regclass('address_stats_p20261120') IS NOT NULL").Scan(&exists); err != nil || !exists {
+		t.Fatalf("address_stats has no partition for a day edge_stats has: %v", err)
+	}
+	if _, err := p.DownTo(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Migrate(ctx, db); err != nil {
+		t.Fatalf("up again after down: %v", err)
+	}
+}

@@ -20,16 +20,22 @@ import (
 type EdgeEstimate struct {
 	Service, Operation, PeerService, PeerOperation string
 	dependencyanalysis.Estimate
+	// PeerAddresses are the addresses (server.address:port) the service used
+	// to reach the peer in the window, sorted, when the peer is named
+	// otherwise (address_stats).
+	PeerAddresses []string
 	// LastSeen is the start of the newest bucket with calls on the edge.
 	LastSeen time.Time
 }
 
 // EdgeModel returns the edge model learned since a time: per edge, the
-// failed calls and the failed calls whose request failed (and likewise for
-// successful calls), weighted by 2^(-age/halfLife) with age measured from the
-// newest bucket, judged by dependencyanalysis.EdgeModel.Judge with cfg.
-// halfLife <= 0 weighs every bucket fully. Edges come sorted by service,
-// operation, peer service and peer operation.
+// failed calls that were the only failed call of their request and how
+// many of those requests failed (and likewise for successful calls),
+// weighted by 2^(-age/halfLife) with age measured from the newest bucket
+// (but never from later than the database's clock), judged by
+// dependencyanalysis.ModelConfig.Judge with cfg. halfLife <= 0 weighs every
+// bucket fully. Edges come sorted by service, operation, peer service and
+// peer operation.
 func (s *Store) EdgeModel(ctx context.Context, since time.Time, halfLife time.Duration, cfg dependencyanalysis.ModelConfig) ([]EdgeEstimate, error) {
 	return s.edgeModel(ctx, nil, since, halfLife, cfg)
 }
@@ -46,22 +52,50 @@ func (s *Store) edgeModel(ctx context.Context, caller *string, since time.Time, 
 	if err := ec.Validate(); err != nil {
 		return nil, fmt.Errorf("store: edge model: %w", err)
 	}
-	rows, err := s.pool.Query(ctx, `
+	var out []EdgeEstimate
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
 SELECT service, operation, peer_service, peer_operation,
-       call_failed, call_failed_request_failed, call_ok, call_ok_request_failed, last_seen
+       failed, failed_request_failed, samples, ok, ok_request_failed, last_seen
 FROM edge_model($1, $2::double precision * interval '1 second', $3)
 ORDER BY service, operation, peer_service, peer_operation`, since, halfLife.Seconds(), caller)
-	if err != nil {
-		return nil, fmt.Errorf("store: edge model: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (EdgeEstimate, error) {
-		var e EdgeEstimate
-		var c dependencyanalysis.EdgeCounts
-		err := r.Scan(&e.Service, &e.Operation, &e.PeerService, &e.PeerOperation,
-			&c.CallFailed, &c.CallFailedRequestFailed, &c.CallOK, &c.CallOKRequestFailed, &e.LastSeen)
-		e.Estimate = cfg.Judge(c)
-		e.LastSeen = e.LastSeen.UTC()
-		return e, err
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (EdgeEstimate, error) {
+			var e EdgeEstimate
+			var c dependencyanalysis.EdgeCounts
+			var samples int64
+			err := r.Scan(&e.Service, &e.Operation, &e.PeerService, &e.PeerOperation,
+				&c.Failed, &c.FailedRequestFailed, &samples, &c.OK, &c.OKRequestFailed, &e.LastSeen)
+			c.Samples = float64(samples)
+			e.Estimate = cfg.Judge(c)
+			e.LastSeen = e.LastSeen.UTC()
+			return e, err
+		})
+		if err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, `
+SELECT service, peer_service, address FROM address_stats
+WHERE bucket >= $1 AND ($2::text IS NULL OR service = $2)
+GROUP BY service, peer_service, address
+ORDER BY service, peer_service, address`, since, caller)
+		if err != nil {
+			return err
+		}
+		type pair struct{ service, peer string }
+		addresses := make(map[pair][]string)
+		var svc, peer, addr string
+		_, err = pgx.ForEachRow(rows, []any{&svc, &peer, &addr}, func() error {
+			k := pair{svc, peer}
+			addresses[k] = append(addresses[k], addr)
+			return nil
+		})
+		for i := range out {
+			out[i].PeerAddresses = addresses[pair{out[i].Service, out[i].PeerService}]
+		}
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: edge model: %w", err)

@@ -34,6 +34,7 @@ func knownFlush(instance string, seq uint64, bucket time.Time) Flush {
 	e := b.edge("frontend", "GET /", "backend", "/api")
 	e.Calls, e.FailedCalls, e.Attempts, e.Retries = 1000, 200, 1300, 300
 	e.CallFailedRequestFailed, e.CallOKRequestFailed = 199, 1
+	e.FailedAlone, e.FailedAloneRequestFailed = 150, 149
 	e.Decisions[ownership.DecisionRetried] = 250
 	e.Decisions[ownership.DecisionSuppressedUnclaimed] = 30
 	e.Decisions[ownership.DecisionSuppressedBudget] = 20
@@ -41,6 +42,9 @@ func knownFlush(instance string, seq uint64, bucket time.Time) Flush {
 	e.Decisions[ownership.DecisionExhausted] = 9
 	c := b.edge("frontend", "GET /", "cache", "get")
 	c.Calls, c.FailedCalls, c.Attempts = 1000, 300, 1000
+	c.FailedAlone = 250
+	b.address("frontend", "backend", "10.0.0.7:8080", 900)
+	b.address("frontend", "backend", "backend.shop.svc", 100)
 	// A callee no attribute named is stored as "unknown".
 	u := b.edge("backend", "/api", "", "")
 	u.Calls, u.Attempts = 10, 10
@@ -185,7 +189,7 @@ func TestEdgeModel(t *testing.T) {
 	s := newStore(t)
 	ctx := testContext(t)
 	cfg := dependencyanalysis.DefaultConfig().EdgeModel
-	judge := dependencyanalysis.NewEdgeModel(cfg, 0)
+	judge := dependencyanalysis.NewEdgeModel(cfg)
 
 	// The same figures in two buckets ten minutes apart, from two
 	// instances: with a ten-minute half-life the older bucket weighs half.
@@ -203,10 +207,11 @@ func TestEdgeModel(t *testing.T) {
 		halfLife time.Duration
 		since    time.Time
 		weight   float64 // of one bucket of one instance, summed
+		buckets  float64 // of both instances in the window
 	}{
-		{"decayed", 10 * time.Minute, t0, 2 * (1 + 0.5)},
-		{"no decay", 0, t0, 2 * 2},
-		{"newest bucket only", 10 * time.Minute, t0.Add(time.Minute), 2 * 1},
+		{"decayed", 10 * time.Minute, t0, 2 * (1 + 0.5), 4},
+		{"no decay", 0, t0, 2 * 2, 4},
+		{"newest bucket only", 10 * time.Minute, t0.Add(time.Minute), 2 * 1, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -216,9 +221,12 @@ func TestEdgeModel(t *testing.T) {
 			}
 			type edge struct{ svc, op, peer, peerOp string }
 			wantCounts := map[edge]dependencyanalysis.EdgeCounts{
-				{"frontend", "GET /", "backend", "/api"}: {CallFailed: 200, CallFailedRequestFailed: 199, CallOK: 800, CallOKRequestFailed: 1},
-				{"frontend", "GET /", "cache", "get"}:    {CallFailed: 300, CallOK: 700},
-				{"backend", "/api", "unknown", ""}:       {CallOK: 10},
+				{"frontend", "GET /", "backend", "/api"}: {Failed: 150, FailedRequestFailed: 149, OK: 800, OKRequestFailed: 1},
+				{"frontend", "GET /", "cache", "get"}:    {Failed: 250, OK: 700},
+				{"backend", "/api", "unknown", ""}:       {OK: 10},
+			}
+			wantAddresses := map[edge][]string{
+				{"frontend", "GET /", "backend", "/api"}: {"10.0.0.7:8080", "backend.shop.svc"},
 			}
 			wantModes := map[edge]dependencyanalysis.Mode{
 				{"frontend", "GET /", "backend", "/api"}: dependencyanalysis.ModeFailClose,
@@ -231,10 +239,14 @@ func TestEdgeModel(t *testing.T) {
 			for _, e := range got {
 				k := edge{e.Service, e.Operation, e.PeerService, e.PeerOperation}
 				wc := wantCounts[k]
-				wc.CallFailed *= tt.weight
-				wc.CallFailedRequestFailed *= tt.weight
-				wc.CallOK *= tt.weight
-				wc.CallOKRequestFailed *= tt.weight
+				wc.Samples = wc.Failed * tt.buckets // counted, not weighted
+				wc.Failed *= tt.weight
+				wc.FailedRequestFailed *= tt.weight
+				wc.OK *= tt.weight
+				wc.OKRequestFailed *= tt.weight
+				if !reflect.DeepEqual(e.PeerAddresses, wantAddresses[k]) {
+					t.Errorf("%v: addresses %q, want %q", k, e.PeerAddresses, wantAddresses[k])
+				}
 				if !closeCounts(e.Counts, wc) {
 					t.Errorf("%v: counts %+v, want %+v", k, e.Counts, wc)
 				}
@@ -262,7 +274,7 @@ func TestEdgeModel(t *testing.T) {
 		}
 		// The decay is measured from the newest bucket of all edges, so a
 		// caller's edges weigh the same as in the whole model.
-		if !closeCounts(got[0].Counts, dependencyanalysis.EdgeCounts{CallFailed: 600, CallFailedRequestFailed: 597, CallOK: 2400, CallOKRequestFailed: 3}) {
+		if !closeCounts(got[0].Counts, dependencyanalysis.EdgeCounts{Failed: 450, FailedRequestFailed: 447, Samples: 600, OK: 2400, OKRequestFailed: 3}) {
 			t.Fatalf("EdgesFor(frontend) counts %+v", got[0].Counts)
 		}
 		if got, err := s.EdgesFor(ctx, "nobody", t0, 0, cfg); err != nil || len(got) != 0 {
@@ -292,8 +304,44 @@ func TestEdgeModel(t *testing.T) {
 	})
 }
 
+// TestEdgeModelClockAhead: a collector whose clock runs a day ahead writes
+// a bucket in the future; it must not age every other collector's
+// evidence, which decays from the database's clock at the latest.
+func TestEdgeModelClockAhead(t *testing.T) {
+	s := newStore(t)
+	ctx := testContext(t)
+	cfg := dependencyanalysis.DefaultConfig().EdgeModel
+	now := time.Now().UTC()
+	if _, err := s.Write(ctx, knownFlush("honest", 1, now.Add(-10*time.Minute))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write(ctx, knownFlush("ahead", 1, now.Add(24*time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.EdgeModel(ctx, now.Add(-time.Hour), 10*time.Minute, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range got {
+		if e.PeerService != "backend" {
+			continue
+		}
+		// The future bucket weighs as if written now (1), the honest one
+		// ten minutes old (about a half, the bucket being a minute wide):
+		// 150 × (1 + ~0.5), not 150 × (1 + 2^-144).
+		if e.Counts.Failed < 150*1.4 || e.Counts.Failed > 150*1.6 {
+			t.Fatalf("failed_alone weighs %v, want about %v", e.Counts.Failed, 150*1.5)
+		}
+		if e.Mode != dependencyanalysis.ModeFailClose {
+			t.Fatalf("mode %v, want fail_close", e.Mode)
+		}
+		return
+	}
+	t.Fatalf("no backend edge in %+v", got)
+}
+
 func closeCounts(a, b dependencyanalysis.EdgeCounts) bool {
 	near := func(x, y float64) bool { return math.Abs(x-y) <= 1e-9*max(1, math.Abs(y)) }
-	return near(a.CallFailed, b.CallFailed) && near(a.CallFailedRequestFailed, b.CallFailedRequestFailed) &&
-		near(a.CallOK, b.CallOK) && near(a.CallOKRequestFailed, b.CallOKRequestFailed)
+	return near(a.Failed, b.Failed) && near(a.FailedRequestFailed, b.FailedRequestFailed) && near(a.Samples, b.Samples) &&
+		near(a.OK, b.OK) && near(a.OKRequestFailed, b.OKRequestFailed)
 }

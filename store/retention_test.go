@@ -47,7 +47,7 @@ func TestRetentionDropsOldPartitions(t *testing.T) {
 		t.Fatalf("served %d before retention, want 4000", n)
 	}
 	// Every partitioned table has today's and tomorrow's partitions.
-	for _, table := range []string{"operation_stats", "claim_accuracy", "edge_stats", "depth_stats", "root_stats", "coincidental_audit"} {
+	for _, table := range []string{"operation_stats", "claim_accuracy", "edge_stats", "depth_stats", "root_stats", "coincidental_audit", "address_stats"} {
 		for _, d := range []time.Time{now, now.Add(24 * time.Hour)} {
 			if name := table + "_p" + day(d); !slices.Contains(partitions(t, s), name) {
 				t.Fatalf("partition %s missing", name)
@@ -61,9 +61,9 @@ func TestRetentionDropsOldPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The old days and the days after them (created ahead of need), of
-	// all six tables.
-	if len(dropped) != 6*4 {
-		t.Fatalf("dropped %d partitions, want 24: %v", len(dropped), dropped)
+	// all seven tables.
+	if len(dropped) != 7*4 {
+		t.Fatalf("dropped %d partitions, want 28: %v", len(dropped), dropped)
 	}
 	left := partitions(t, s)
 	for _, at := range old {

@@ -43,7 +43,7 @@ var auditReason = ownership.ReasonCoincidental.String()
 // smallint) and up to maxValues counts.
 const (
 	maxKeys   = 4
-	maxValues = 11
+	maxValues = 13
 )
 
 // rowKey packs a row's key columns, four 32-bit slots, into two words that
@@ -108,6 +108,7 @@ const (
 	tableEdges
 	tableDepths
 	tableRoots
+	tableAddresses
 	numTables
 )
 
@@ -147,7 +148,7 @@ func countRows(s *dependencyanalysis.Stats) int {
 	if s == nil {
 		return 0
 	}
-	n := len(s.Operations) + len(s.Edges) + len(s.Depths) + len(s.Roots) + len(s.Audit)
+	n := len(s.Operations) + len(s.Edges) + len(s.Depths) + len(s.Roots) + len(s.Addresses) + len(s.Audit)
 	for _, op := range s.Operations {
 		n += claimCells(op)
 	}
@@ -287,6 +288,11 @@ func newBatch(f *Flush, bucket time.Duration) *batch {
 		d.use(k.Service)
 		d.use(k.Operation)
 	}
+	for k := range s.Addresses {
+		d.use(k.Service)
+		d.use(k.PeerService)
+		d.use(k.Address)
+	}
 	for i := range s.Audit {
 		e := &s.Audit[i]
 		d.use(e.Service)
@@ -340,6 +346,7 @@ func newBatch(f *Flush, bucket time.Duration) *batch {
 			toInt64(e.Decisions[ownership.DecisionSuppressedBudget]),
 			toInt64(e.Decisions[ownership.DecisionNoPolicy]),
 			toInt64(e.Decisions[ownership.DecisionExhausted]),
+			toInt64(e.FailedAlone), toInt64(e.FailedAloneRequestFailed),
 		}})
 	}
 	b.tables[tableEdges].rows = edges
@@ -358,6 +365,13 @@ func newBatch(f *Flush, bucket time.Duration) *batch {
 			[maxValues]int64{toInt64(r.Requests), int64(min(r.RadiusMax, math.MaxInt32)), toInt64(r.RadiusSum)}})
 	}
 	b.tables[tableRoots].rows = roots
+
+	addresses := make([]statRow, 0, len(s.Addresses))
+	for k, calls := range s.Addresses {
+		addresses = append(addresses, statRow{makeKey(d.of(k.Service), d.peer(k.PeerService), d.of(k.Address), 0),
+			[maxValues]int64{toInt64(calls)}})
+	}
+	b.tables[tableAddresses].rows = addresses
 
 	for i := range b.tables {
 		b.tables[i].sortMerge()

@@ -262,7 +262,8 @@ var (
 		tableEdges: {
 			name: "edge_stats", keys: []column{text("service"), text("operation"), text("peer_service"), text("peer_operation")},
 			values: bigints("calls", "failed_calls", "attempts", "retries", "call_failed_request_failed", "call_ok_request_failed",
-				"retried", "suppressed_unclaimed", "suppressed_budget", "no_policy", "exhausted"),
+				"retried", "suppressed_unclaimed", "suppressed_budget", "no_policy", "exhausted",
+				"failed_alone", "failed_alone_request_failed"),
 		},
 		tableDepths: {
 			name: "depth_stats", keys: []column{text("root_service"), text("root_operation"), smallint("depth"), text("service")},
@@ -271,6 +272,10 @@ var (
 		tableRoots: {
 			name: "root_stats", keys: []column{text("root_service"), text("root_operation")},
 			values: []column{bigint("requests"), {name: "storm_radius_max", typ: "integer", greatest: true}, bigint("storm_radius_sum")},
+		},
+		tableAddresses: {
+			name: "address_stats", keys: []column{text("service"), text("peer_service"), text("address")},
+			values: bigints("calls"),
 		},
 	}
 )

@@ -51,11 +51,11 @@ type WriterStats struct {
 	LastErrorTime time.Time
 }
 
-// pending is a queued flush.
+// pending is a queued flush, turned into rows at Enqueue: the queue holds
+// names, not the symbols of a table its owner may sweep meanwhile.
 type pending struct {
-	f     Flush
-	rows  int    // as counted at Enqueue; the queue bound uses it
-	batch *batch // built on the first attempt and kept for the retries
+	batch *batch
+	rows  int // the queue bound uses it
 }
 
 // Writer writes flushes to a Store from its own goroutine, so that the
@@ -155,14 +155,16 @@ func (w *Writer) Enqueue(f Flush) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.limitAudit(&f)
-	n := countRows(f.Stats)
-	if n == 0 {
+	if countRows(f.Stats) == 0 {
 		return
 	}
 	if f.Instance == "" {
 		w.seq++
 		f.Instance, f.Seq = w.instance, w.seq
 	}
+	b := w.store.newBatch(&f)
+	w.stats.AuditDropped += uint64(b.auditDropped)
+	n := b.rows()
 	if w.stopped || n > w.cfg.MaxPendingRows {
 		w.stats.DroppedFlushes++
 		w.stats.DroppedRows += uint64(n)
@@ -181,7 +183,7 @@ func (w *Writer) Enqueue(f Flush) {
 		w.queue = append(w.queue[:0], w.queue[w.head:]...)
 		w.head = 0
 	}
-	w.queue = append(w.queue, &pending{f: f, rows: n})
+	w.queue = append(w.queue, &pending{batch: b, rows: n})
 	w.queuedRows += n
 	select {
 	case w.wake <- struct{}{}:
@@ -378,15 +380,6 @@ func (w *Writer) attempt(ctx context.Context, p *pending, migrated *bool) error 
 			return w.fail(err)
 		}
 		*migrated = true
-	}
-	if p.batch == nil {
-		p.batch = w.store.newBatch(&p.f)
-		p.f.Stats = nil // the rows are all we need now
-		if p.batch.auditDropped > 0 {
-			w.mu.Lock()
-			w.stats.AuditDropped += uint64(p.batch.auditDropped)
-			w.mu.Unlock()
-		}
 	}
 	dup, err := w.store.write(actx, p.batch)
 	if err != nil {

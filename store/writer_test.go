@@ -165,7 +165,7 @@ func TestQueueBoundDropsOldest(t *testing.T) {
 	}
 	var seqs []uint64
 	for _, p := range w.queue[w.head:] {
-		seqs = append(seqs, p.f.Seq)
+		seqs = append(seqs, uint64(p.batch.seq))
 	}
 	if fmt.Sprint(seqs) != "[3 4 5]" {
 		t.Fatalf("queued flushes %v, want the newest [3 4 5]", seqs)

@@ -125,7 +125,7 @@ func analyzeFiles(cfg da.Config, files []string, errw io.Writer) (*report, error
 		stats:   da.NewStats(),
 		summary: summaryLine{Kind: "summary", Files: len(files), Verdicts: map[string]uint64{}, Edges: map[string]int{}},
 	}
-	rep.model = da.NewEdgeModel(cfg.EdgeModel, 0)
+	rep.model = da.NewEdgeModel(cfg.EdgeModel)
 	ex := da.NewExtractor(cfg, rep.syms)
 	var spans []da.Span
 	var errs []error
@@ -161,7 +161,7 @@ func analyzeFiles(cfg da.Config, files []string, errw io.Writer) (*report, error
 			s.Verdicts[k.String()] += op.Verdicts[k]
 		}
 	}
-	rep.model.Edges(func(_ da.EdgeKey, est da.Estimate) { s.Edges[est.Mode.String()]++ })
+	rep.model.Edges(func(_ da.EdgeKey, est da.Estimate, _ []da.Symbol) { s.Edges[est.Mode.String()]++ })
 	return rep, errors.Join(errs...)
 }
 
@@ -197,43 +197,50 @@ func (rep *report) verdictLine(tr *da.Trace, v *da.Verdict) verdictLine {
 }
 
 type edgeLine struct {
-	Kind                    string            `json:"kind"`
-	Service                 string            `json:"service"`
-	Operation               string            `json:"operation"`
-	PeerService             string            `json:"peer_service"`
-	PeerOperation           string            `json:"peer_operation"`
-	Mode                    string            `json:"mode"`
-	Lower                   float64           `json:"p_request_fails_lower"`
-	Upper                   float64           `json:"p_request_fails_upper"`
-	CallFailed              float64           `json:"call_failed"`
-	CallFailedRequestFailed float64           `json:"call_failed_request_failed"`
-	CallOK                  float64           `json:"call_ok"`
-	CallOKRequestFailed     float64           `json:"call_ok_request_failed"`
-	LogicalCalls            uint64            `json:"logical_calls"`
-	FailedCalls             uint64            `json:"failed_calls"`
-	Attempts                uint64            `json:"attempts"`
-	Retries                 uint64            `json:"retries"`
-	RetriesSuppressed       uint64            `json:"retries_suppressed"`
-	Decisions               map[string]uint64 `json:"retry_decisions,omitempty"`
+	Kind                     string            `json:"kind"`
+	Service                  string            `json:"service"`
+	Operation                string            `json:"operation"`
+	PeerService              string            `json:"peer_service"`
+	PeerOperation            string            `json:"peer_operation"`
+	Mode                     string            `json:"mode"`
+	Lower                    float64           `json:"p_request_fails_lower"`
+	Upper                    float64           `json:"p_request_fails_upper"`
+	PeerAddresses            []string          `json:"peer_addresses,omitempty"`
+	FailedAlone              float64           `json:"failed_alone"`
+	FailedAloneRequestFailed float64           `json:"failed_alone_request_failed"`
+	Samples                  float64           `json:"samples"`
+	CallOK                   float64           `json:"call_ok"`
+	CallOKRequestFailed      float64           `json:"call_ok_request_failed"`
+	LogicalCalls             uint64            `json:"logical_calls"`
+	FailedCalls              uint64            `json:"failed_calls"`
+	Attempts                 uint64            `json:"attempts"`
+	Retries                  uint64            `json:"retries"`
+	RetriesSuppressed        uint64            `json:"retries_suppressed"`
+	Decisions                map[string]uint64 `json:"retry_decisions,omitempty"`
 }
 
 func (rep *report) edges() []edgeLine {
 	var out []edgeLine
-	rep.model.Edges(func(k da.EdgeKey, est da.Estimate) {
+	rep.model.Edges(func(k da.EdgeKey, est da.Estimate, addrs []da.Symbol) {
 		e := edgeLine{
-			Kind:                    "edge",
-			Service:                 rep.syms.Name(k.Service),
-			Operation:               rep.syms.Name(k.Operation),
-			PeerService:             nameOr(rep.syms.Name(k.PeerService), "unknown"),
-			PeerOperation:           rep.syms.Name(k.PeerOperation),
-			Mode:                    est.Mode.String(),
-			Lower:                   round(est.Lower),
-			Upper:                   round(est.Upper),
-			CallFailed:              est.Counts.CallFailed,
-			CallFailedRequestFailed: est.Counts.CallFailedRequestFailed,
-			CallOK:                  est.Counts.CallOK,
-			CallOKRequestFailed:     est.Counts.CallOKRequestFailed,
+			Kind:                     "edge",
+			Service:                  rep.syms.Name(k.Service),
+			Operation:                rep.syms.Name(k.Operation),
+			PeerService:              nameOr(rep.syms.Name(k.PeerService), "unknown"),
+			PeerOperation:            rep.syms.Name(k.PeerOperation),
+			Mode:                     est.Mode.String(),
+			Lower:                    round(est.Lower),
+			Upper:                    round(est.Upper),
+			FailedAlone:              est.Counts.Failed,
+			FailedAloneRequestFailed: est.Counts.FailedRequestFailed,
+			Samples:                  est.Counts.Samples,
+			CallOK:                   est.Counts.OK,
+			CallOKRequestFailed:      est.Counts.OKRequestFailed,
 		}
+		for _, a := range addrs {
+			e.PeerAddresses = append(e.PeerAddresses, rep.syms.Name(a))
+		}
+		slices.Sort(e.PeerAddresses)
 		if st := rep.stats.Edges[k]; st != nil {
 			e.LogicalCalls, e.FailedCalls, e.Attempts, e.Retries = st.Calls, st.FailedCalls, st.Attempts, st.Retries
 			e.RetriesSuppressed = st.Suppressed()
@@ -411,10 +418,10 @@ func (rep *report) writeTable(w io.Writer, maxVerdicts int) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.TraceID, v.SpanID, v.Service, v.Operation,
 			v.Verdict, v.Reason, v.ClaimSent, v.ClaimExpected, calls)
 	}
-	section("EDGES", "SERVICE\tOPERATION\tPEER\tPEER OPERATION\tMODE\tP(FAIL|CALL FAILED)\tFAILED CALLS\tCALLS\tATTEMPTS\tRETRIES\tSUPPRESSED")
+	section("EDGES", "SERVICE\tOPERATION\tPEER\tPEER OPERATION\tMODE\tP(FAIL|CALL FAILED ALONE)\tFAILED ALONE\tCALLS\tATTEMPTS\tRETRIES\tSUPPRESSED")
 	for _, e := range rep.edges() {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f–%.2f\t%g/%g\t%d\t%d\t%d\t%d\n", e.Service, e.Operation, e.PeerService,
-			e.PeerOperation, e.Mode, e.Lower, e.Upper, e.CallFailedRequestFailed, e.CallFailed, e.LogicalCalls, e.Attempts, e.Retries, e.RetriesSuppressed)
+			e.PeerOperation, e.Mode, e.Lower, e.Upper, e.FailedAloneRequestFailed, e.FailedAlone, e.LogicalCalls, e.Attempts, e.Retries, e.RetriesSuppressed)
 	}
 	section("CLAIM ACCURACY", "SERVICE\tOPERATION\tFAILED\tCORRECT\tACCURACY\tSENT → VERDICT")
 	for _, a := range rep.accuracy() {

@@ -25,8 +25,8 @@ const Path = "/v1/hints"
 //	{"version":1,"service":"checkout","generated_at":"2026-11-29T16:00:00Z","ttl_seconds":30,
 //	 "retry_budget":{"ratio":0.1,"min_retries_per_second":10},
 //	 "edges":[{"operation":"POST /checkout","peer_service":"recommendations",
-//	           "peer_operation":"GET /recommendations","mode":"fail_open",
-//	           "confidence":0.95,"samples":175}]}
+//	           "peer_operation":"GET /recommendations","peer_addresses":["10.0.0.7:8080"],
+//	           "mode":"fail_open","confidence":0.95,"samples":175}]}
 type Hints struct {
 	// Version is the format version, Version.
 	Version int `json:"version"`
@@ -62,6 +62,10 @@ type Edge struct {
 	PeerService string `json:"peer_service"`
 	// PeerOperation is the callee's operation, named as its server span.
 	PeerOperation string `json:"peer_operation"`
+	// PeerAddresses are the addresses the service used to reach the peer
+	// ("10.0.0.7:8080", "catalog.shop.svc"), as its client spans' server.address
+	// and server.port say: what a client hook knows of a callee at call time.
+	PeerAddresses []string `json:"peer_addresses,omitempty"`
 	// Mode is fail_open, fail_close or unknown; anything else reads as
 	// unknown.
 	Mode hooks.Mode `json:"mode"`

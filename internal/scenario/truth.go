@@ -20,7 +20,8 @@ type serviceTruth struct {
 }
 
 // edgeTruth counts, over inbound requests, those whose logical call on the
-// edge failed (n) and, of those, the ones that failed themselves (k).
+// edge failed while no other call of the request failed (n) and, of those,
+// the ones that failed themselves (k): the evidence the edge model judges.
 type edgeTruth struct{ n, k int }
 
 // failureTruth is one failed inbound request and the logical calls it made.
@@ -49,8 +50,14 @@ func (t *truth) record(service string, retry, failed bool, sent ownership.Claim,
 		s.sent[sent.String()]++
 		t.failures = append(t.failures, failureTruth{service: service, calls: calls})
 	}
+	failedCalls := 0
 	for _, c := range calls {
-		if !c.failed {
+		if c.failed {
+			failedCalls++
+		}
+	}
+	for _, c := range calls {
+		if !c.failed || failedCalls > 1 {
 			continue
 		}
 		e := t.edges[c.edge]

@@ -50,8 +50,8 @@ type shard struct {
 	traces       map[pcommon.TraceID]*entry
 	queue        fifo[*entry]
 	waitingSpans int
-	// recent remembers traces that left the buffer, so that their late
-	// spans are counted as late.
+	// recent remembers traces that left the buffer and why, so that their
+	// late spans are counted as late, apart from those of evicted traces.
 	recent recentFilter
 	closed bool
 
@@ -90,9 +90,11 @@ func newShard(maxTraces, maxSpans int, wait time.Duration) *shard {
 // hold of its lock.
 const maxInsert = 64
 
-// insertCounts are what inserting a batch observed.
+// insertCounts are what inserting a batch observed. Late spans are told
+// apart by why their trace had left: it was due (decision_wait passed) or
+// it was evicted early because the buffer was full.
 type insertCounts struct {
-	late, dropped, evicted int64
+	late, lateEvicted, dropped, evicted int64
 }
 
 // spanRun is a run of consecutive records of one trace in a batch.
@@ -118,8 +120,11 @@ func signal(ch chan struct{}) {
 func (s *shard) insert(id pcommon.TraceID, hash uint64, runs []spanRun, spans []dependencyanalysis.Span, n int, now int64, c *insertCounts) (wasEmpty bool) {
 	e := s.traces[id]
 	if e == nil {
-		if s.recent.has(hash) {
+		switch s.recent.left(hash) {
+		case leftDue:
 			c.late += int64(n)
+		case leftEvicted:
+			c.lateEvicted += int64(n)
 		}
 		if n > s.maxWaitSpans {
 			c.dropped += int64(n - s.maxWaitSpans)
@@ -178,16 +183,17 @@ func (s *shard) makeRoom(needTraces, needSpans int, keep *entry, c *insertCounts
 			}
 			continue
 		}
-		s.leave(e)
+		s.leave(e, leftEvicted)
 		c.evicted++
 		s.handOver(e, c)
 	}
 }
 
-// leave removes e, just popped from the queue, from the waiting traces.
-func (s *shard) leave(e *entry) {
+// leave removes e, just popped from the queue, from the waiting traces,
+// remembering why it left.
+func (s *shard) leave(e *entry, why uint64) {
 	delete(s.traces, e.id)
-	s.recent.add(e.hash)
+	s.recent.add(e.hash, why)
 	s.waitingSpans -= len(e.spans)
 }
 
@@ -255,7 +261,7 @@ func (s *shard) takeDue(now int64, out []*entry) (_ []*entry, wait time.Duration
 			break
 		}
 		s.queue.pop()
-		s.leave(e)
+		s.leave(e, leftDue)
 		out = append(out, e)
 	}
 	// Nothing is handed over once closed, so this is final.
@@ -419,29 +425,71 @@ func (q *fifo[T]) pop() T {
 	return v
 }
 
-// recentFilter remembers, lossily, the traces that left a shard: a
-// direct-mapped table of trace hashes, two slots per trace the shard holds.
-// A newer trace may take an older one's slot early, so a few late spans go
-// uncounted; a span is counted late by mistake only on a 64-bit hash
-// collision. It costs one memory access and no allocation per trace, where
-// a map with deletes cost more than the rest of inserting.
+// recentFilter remembers, lossily, the traces that left a shard and why:
+// a direct-mapped table of trace hashes, two slots per trace the shard
+// holds. A newer trace may take an older one's slot early, so a few late
+// spans go uncounted; a span is counted late by mistake only on a 64-bit
+// hash collision (62 bits: two hold why the trace left). It costs one
+// memory access and no allocation per trace, where a map with deletes cost
+// more than the rest of inserting.
 type recentFilter struct {
 	traces int
 	slots  []uint64
 }
 
+// Why a trace left the buffer, as recentFilter.left reports it.
+const (
+	leftNot     uint64 = 0 // not seen leaving (or forgotten)
+	leftDue     uint64 = 1 // analysed once decision_wait passed, or at shutdown
+	leftEvicted uint64 = 2 // taken early because the buffer was full
+)
+
 func (r *recentFilter) index(h uint64) uint64 { return (h >> 17) & uint64(len(r.slots)-1) }
 
-func (r *recentFilter) has(h uint64) bool {
-	return len(r.slots) > 0 && r.slots[r.index(h)] == h|1
+// left reports why the trace with hash h left, if it did.
+func (r *recentFilter) left(h uint64) uint64 {
+	if len(r.slots) == 0 {
+		return leftNot
+	}
+	v := r.slots[r.index(h)]
+	if v&^3 != h&^3 {
+		return leftNot
+	}
+	return v & 3
 }
 
 // maxRecentSlots caps the filter at 8 MiB a shard, whatever max_traces says.
 const maxRecentSlots = 1 << 20
 
-func (r *recentFilter) add(h uint64) {
+func (r *recentFilter) add(h, why uint64) {
 	if r.slots == nil {
 		r.slots = make([]uint64, min(1<<bits.Len(uint(max(2*r.traces-1, 1))), maxRecentSlots))
 	}
-	r.slots[r.index(h)] = h | 1 // never 0, the empty slot
+	r.slots[r.index(h)] = h&^3 | why // never 0, the empty slot
+}
+
+// symbols calls keep for every symbol of the records the shard holds,
+// waiting or handed over (Symbols.Sweep).
+func (s *shard) symbols(keep func(dependencyanalysis.Symbol)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handMu.Lock()
+	defer s.handMu.Unlock()
+	for _, e := range s.traces {
+		spanSymbols(e.spans, keep)
+	}
+	for i := range s.handed.n {
+		spanSymbols(s.handed.buf[(s.handed.head+i)&(len(s.handed.buf)-1)].spans, keep)
+	}
+}
+
+func spanSymbols(spans []dependencyanalysis.Span, keep func(dependencyanalysis.Symbol)) {
+	for i := range spans {
+		r := &spans[i]
+		keep(r.Service)
+		keep(r.Operation)
+		keep(r.PeerService)
+		keep(r.PeerOperation)
+		keep(r.PeerAddress)
+	}
 }

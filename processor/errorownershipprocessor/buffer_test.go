@@ -172,7 +172,22 @@ func TestShardLateSpans(t *testing.T) {
 	put(s, 1, 2, testWait+1, &c)
 	put(s, 2, 1, testWait+1, &c)
 	assert.Equal(t, int64(2), c.late, "spans of an analysed trace are late")
+	assert.Zero(t, c.lateEvicted)
 	assert.Equal(t, []uint64{1, 2}, ids(takeAll(s, 3*testWait)), "and make a new entry")
+}
+
+func TestShardLateSpansOfEvictedTraces(t *testing.T) {
+	// Room for two traces waiting: the third pushes the first out early.
+	s := newShard(2, 1000, time.Hour)
+	s.maxWaitTraces, s.maxHandTraces = 2, 8
+	var c insertCounts
+	put(s, 1, 1, 0, &c)
+	put(s, 2, 1, 0, &c)
+	put(s, 3, 1, 0, &c)
+	require.Equal(t, int64(1), c.evicted)
+	put(s, 1, 4, 1, &c)
+	assert.Equal(t, int64(4), c.lateEvicted, "spans of a trace evicted early are not decision_wait's fault")
+	assert.Zero(t, c.late)
 }
 
 func TestShardClosed(t *testing.T) {
@@ -247,21 +262,30 @@ func TestFifo(t *testing.T) {
 
 func TestRecentFilter(t *testing.T) {
 	r := recentFilter{traces: 1000}
-	assert.False(t, r.has(traceHash(traceID(1))), "empty")
+	assert.Equal(t, leftNot, r.left(traceHash(traceID(1))), "empty")
 	for i := range uint64(1000) {
-		r.add(traceHash(traceID(i)))
+		why := leftDue
+		if i%2 == 1 {
+			why = leftEvicted
+		}
+		r.add(traceHash(traceID(i)), why)
 	}
-	remembered := 0
+	remembered, wrong := 0, 0
 	for i := range uint64(1000) {
-		if r.has(traceHash(traceID(i))) {
+		switch why := r.left(traceHash(traceID(i))); {
+		case why == leftNot:
+		case (why == leftEvicted) == (i%2 == 1):
 			remembered++
+		default:
+			wrong++
 		}
 	}
 	assert.Greater(t, remembered, 700, "two slots a trace keep most")
+	assert.Zero(t, wrong, "and say why each left")
 	for i := uint64(1000); i < 2000; i++ {
-		assert.False(t, r.has(traceHash(traceID(i))), "never added")
+		assert.Equal(t, leftNot, r.left(traceHash(traceID(i))), "never added")
 	}
 	big := recentFilter{traces: 1 << 30}
-	big.add(1)
+	big.add(1, leftDue)
 	assert.Len(t, big.slots, maxRecentSlots)
 }

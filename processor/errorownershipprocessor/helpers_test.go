@@ -126,6 +126,12 @@ func testConfig(mutate func(*Config)) *Config {
 	return cfg
 }
 
+// The causes of late spans, as spans_late tells them.
+var (
+	lateDecisionWait = attribute.String("cause", "decision_wait")
+	lateEvicted      = attribute.String("cause", "evicted")
+)
+
 // counter reads an Int64 counter's value for attrs; 0 if never recorded.
 func counter(t testing.TB, tt *componenttest.Telemetry, name string, attrs ...attribute.KeyValue) int64 {
 	t.Helper()

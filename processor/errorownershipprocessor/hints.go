@@ -1,7 +1,6 @@
 package errorownershipprocessor // import "github.com/errorownership/errorownership/processor/errorownershipprocessor"
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -10,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,7 +18,6 @@ import (
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.uber.org/zap"
 
-	"github.com/errorownership/errorownership/dependencyanalysis"
 	"github.com/errorownership/errorownership/hooks"
 	"github.com/errorownership/errorownership/hooks/hints"
 )
@@ -81,81 +78,31 @@ func (c *HintsConfig) validate() error {
 	return errors.Join(errs...)
 }
 
-// edgeSource gives one service's learned edges, merged from wherever the
-// model lives: this processor's own model, or the store every replica
-// writes to.
-type edgeSource interface {
-	edgesFor(ctx context.Context, service string) ([]hints.Edge, error)
-}
-
-// modelEdges reads this processor's own edge model.
-type modelEdges struct {
-	model   *dependencyanalysis.EdgeModel
-	symbols *dependencyanalysis.Symbols
-	conf    float64
-}
-
-func (m modelEdges) edgesFor(_ context.Context, service string) ([]hints.Edge, error) {
-	var out []hints.Edge
-	m.model.Edges(func(k dependencyanalysis.EdgeKey, est dependencyanalysis.Estimate) {
-		if m.symbols.Name(k.Service) != service {
-			return
-		}
-		out = append(out, hintEdge(m.symbols.Name(k.Operation), m.symbols.Name(k.PeerService), m.symbols.Name(k.PeerOperation), est))
-	})
-	return out, nil
-}
-
-// hintEdge turns an estimate into the hints' form. Confidence is the bound
-// the mode rests on: for fail_close the lower bound of P(request fails |
-// call failed), for fail_open one minus its upper bound; 0 when unknown.
-func hintEdge(op, peer, peerOp string, est dependencyanalysis.Estimate) hints.Edge {
-	e := hints.Edge{Operation: op, PeerService: peer, PeerOperation: peerOp, Samples: int64(est.Counts.CallFailed + 0.5)}
-	switch est.Mode {
-	case dependencyanalysis.ModeFailClose:
-		e.Mode, e.Confidence = hooks.ModeFailClose, est.Lower
-	case dependencyanalysis.ModeFailOpen:
-		e.Mode, e.Confidence = hooks.ModeFailOpen, 1-est.Upper
-	default:
-		e.Mode = hooks.ModeUnknown
-	}
-	e.Confidence = float64(int64(e.Confidence*1e4+0.5)) / 1e4
-	return e
-}
-
 // maxServiceName bounds the service parameter: service names are short,
 // and the cache must not be filled with junk.
 const maxServiceName = 255
 
-// maxCachedServices bounds the cache; past it the cache starts afresh.
-const maxCachedServices = 10_000
-
-// hintsServer serves the hints from an edgeSource, caching each service's
-// answer for a refresh period.
+// hintsServer serves each service its hints from the processor's edge
+// model, as one view of it answers them all.
 type hintsServer struct {
 	cfg    HintsConfig
-	source edgeSource
+	model  edgeModel
 	logger *zap.Logger
-	now    func() time.Time
-
-	mu    sync.RWMutex
-	cache map[string]*hintsAnswer
 
 	srv     *http.Server
 	serving sync.WaitGroup
 }
 
 // hintsAnswer is one service's encoded hints, with its header values
-// ready, so that serving from the cache allocates next to nothing.
+// ready, so that serving a cached answer allocates next to nothing.
 type hintsAnswer struct {
 	body    []byte
 	etag    string
-	expires time.Time
 	headers http.Header
 }
 
-func newHintsServer(cfg HintsConfig, source edgeSource, logger *zap.Logger) *hintsServer {
-	return &hintsServer{cfg: cfg, source: source, logger: logger, now: time.Now, cache: make(map[string]*hintsAnswer)}
+func newHintsServer(cfg HintsConfig, model edgeModel, logger *zap.Logger) *hintsServer {
+	return &hintsServer{cfg: cfg, model: model, logger: logger}
 }
 
 // start listens on the configured endpoint.
@@ -234,37 +181,16 @@ func (h *hintsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// answer returns the service's hints, computing them at most once a refresh period.
+// answer returns the service's hints from the current view of the model.
 func (h *hintsServer) answer(ctx context.Context, service string) (*hintsAnswer, error) {
-	now := h.now()
-	h.mu.RLock()
-	ans := h.cache[service]
-	h.mu.RUnlock()
-	if ans != nil && now.Before(ans.expires) {
-		return ans, nil
-	}
-	edges, err := h.source.edgesFor(ctx, service)
+	v, err := h.model.view(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ans, err = h.encode(service, edges, now)
-	if err != nil {
-		return nil, err
-	}
-	h.mu.Lock()
-	if len(h.cache) >= maxCachedServices {
-		clear(h.cache)
-	}
-	h.cache[service] = ans
-	h.mu.Unlock()
-	return ans, nil
+	return v.answer(service, h.encode)
 }
 
-func (h *hintsServer) encode(service string, edges []hints.Edge, now time.Time) (*hintsAnswer, error) {
-	slices.SortFunc(edges, func(a, b hints.Edge) int {
-		return cmp.Or(strings.Compare(a.Operation, b.Operation), strings.Compare(a.PeerService, b.PeerService),
-			strings.Compare(a.PeerOperation, b.PeerOperation))
-	})
+func (h *hintsServer) encode(service string, edges []hints.Edge, at time.Time) (*hintsAnswer, error) {
 	if edges == nil {
 		edges = []hints.Edge{}
 	}
@@ -282,16 +208,15 @@ func (h *hintsServer) encode(service string, edges []hints.Edge, now time.Time) 
 		return nil, err
 	}
 	sum := sha256.Sum256(stable)
-	doc.GeneratedAt = now.UTC()
+	doc.GeneratedAt = at.UTC()
 	body, err := json.Marshal(doc)
 	if err != nil {
 		return nil, err
 	}
 	etag := `W/"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`
 	return &hintsAnswer{
-		body:    body,
-		etag:    etag,
-		expires: now.Add(h.cfg.Refresh),
+		body: body,
+		etag: etag,
 		headers: http.Header{
 			"Etag":           {etag},
 			"Cache-Control":  {"max-age=" + strconv.Itoa(int(h.cfg.TTL/time.Second))},

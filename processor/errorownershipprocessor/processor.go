@@ -31,6 +31,11 @@ const maxTake = 64
 // request cannot grow the bucket without bound; the rest are counted.
 const auditLimit = 1000
 
+// symbolLimit bounds the names (services, operations, addresses) the
+// processor holds at once; past it new names count as "_other" until the
+// next flush sweeps the names nothing holds (sweepSymbols).
+var symbolLimit = 1 << 20
+
 // maxScratchSpans bounds the record buffer a pooled extractor keeps between
 // batches, so that one huge batch does not stay resident.
 const maxScratchSpans = 1 << 16
@@ -44,9 +49,17 @@ type ownershipProcessor struct {
 	flushEach time.Duration
 
 	symbols *dependencyanalysis.Symbols
-	model   *dependencyanalysis.EdgeModel
-	buffer  *buffer
-	workers []*worker
+	// symbolsInUse is held for reading by whatever holds symbols that a
+	// sweep could not find (records being extracted, traces taken from
+	// the buffer, a model table being built), and for writing by the
+	// sweep (sweepSymbols).
+	symbolsInUse sync.RWMutex
+	// edges is the edge model verdicts and hints read: the processor's
+	// own, or the store's.
+	edges      edgeModel
+	storeModel *storeModel // edges, with a store; nil without
+	buffer     *buffer
+	workers    []*worker
 	// scratch pools extractors with their record buffers: an Extractor is
 	// not safe for concurrent use, and ConsumeTraces is called concurrently.
 	scratch sync.Pool
@@ -73,6 +86,7 @@ type ownershipProcessor struct {
 
 	verdictAttrs [4]metric.MeasurementOption
 	reasonAttrs  [5]metric.MeasurementOption
+	lateAttrs    [3]metric.MeasurementOption // by leftDue, leftEvicted
 }
 
 // scratch is one goroutine's extraction state, pooled.
@@ -116,15 +130,20 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 		logger:      set.Logger,
 		telemetry:   tb,
 		flushEach:   cfg.FlushInterval,
-		symbols:     dependencyanalysis.NewSymbols(0),
-		model:       dependencyanalysis.NewEdgeModel(engine.EdgeModel, 0),
+		symbols:     dependencyanalysis.NewSymbols(symbolLimit),
 		buffer:      newBuffer(workers, cfg.MaxTraces, cfg.MaxSpans, cfg.DecisionWait),
 		stopFlush:   make(chan struct{}),
 		merged:      newStats(),
 		bucketStart: time.Now(),
 	}
 	p.set = set.TelemetrySettings
-	var edges edgeSource = modelEdges{model: p.model, symbols: p.symbols}
+	p.edges = &ownModel{
+		model:   dependencyanalysis.NewEdgeModel(engine.EdgeModel, dependencyanalysis.WithClock(time.Now)),
+		names:   p.symbols,
+		inUse:   &p.symbolsInUse,
+		refresh: cfg.Hints.Refresh,
+		now:     time.Now,
+	}
 	if cfg.Store.HasValue() {
 		scfg := *cfg.Store.Get()
 		st, err := store.Open(context.Background(), scfg)
@@ -140,10 +159,14 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 			st.Close()
 			return nil, err
 		}
-		edges = storeEdges{store: st, halfLife: scfg.HalfLife, model: engine.EdgeModel}
+		p.storeModel = &storeModel{
+			store: st, cfg: engine.EdgeModel, names: p.symbols, inUse: &p.symbolsInUse,
+			interval: scfg.ModelRefresh, logger: set.Logger,
+		}
+		p.edges = p.storeModel
 	}
 	if cfg.Hints.NetAddr.Endpoint != "" {
-		p.hints = newHintsServer(cfg.Hints, edges, set.Logger)
+		p.hints = newHintsServer(cfg.Hints, p.edges, set.Logger)
 	}
 	p.scratch.New = func() any {
 		return &scratch{ex: dependencyanalysis.NewExtractor(engine, p.symbols)}
@@ -164,6 +187,8 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 	for i, r := range unlinkedReasons {
 		p.reasonAttrs[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))
 	}
+	p.lateAttrs[leftDue] = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", "decision_wait")))
+	p.lateAttrs[leftEvicted] = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", "evicted")))
 	err = tb.RegisterProcessorErrorownershipBufferTracesCallback(func(_ context.Context, o metric.Int64Observer) error {
 		traces, _ := p.buffer.occupancy()
 		o.Observe(int64(traces))
@@ -214,6 +239,8 @@ func (p *ownershipProcessor) observe(ctx context.Context, td ptrace.Traces) {
 		}
 	}()
 	sc := p.scratch.Get().(*scratch)
+	var c insertCounts
+	p.symbolsInUse.RLock()
 	sc.spans = sc.ex.Append(sc.spans[:0], td)
 	malformed := int64(sc.ex.Malformed)
 	sc.ex.Malformed = 0
@@ -221,8 +248,8 @@ func (p *ownershipProcessor) observe(ctx context.Context, td ptrace.Traces) {
 	// walk the batch a second time on the pipeline's goroutine.
 	tb.ProcessorErrorownershipSpansSeen.Add(ctx, int64(len(sc.spans))+malformed)
 	counted = true
-	var c insertCounts
 	sc.runs = p.buffer.add(sc.spans, sc.runs, p.buffer.now(), &c)
+	p.symbolsInUse.RUnlock()
 	if cap(sc.spans) > maxScratchSpans {
 		sc.spans, sc.runs = nil, nil
 	}
@@ -234,7 +261,10 @@ func (p *ownershipProcessor) observe(ctx context.Context, td ptrace.Traces) {
 		tb.ProcessorErrorownershipSpansMalformed.Add(ctx, malformed)
 	}
 	if c.late > 0 {
-		tb.ProcessorErrorownershipSpansLate.Add(ctx, c.late)
+		tb.ProcessorErrorownershipSpansLate.Add(ctx, c.late, p.lateAttrs[leftDue])
+	}
+	if c.lateEvicted > 0 {
+		tb.ProcessorErrorownershipSpansLate.Add(ctx, c.lateEvicted, p.lateAttrs[leftEvicted])
 	}
 	if c.evicted > 0 {
 		tb.ProcessorErrorownershipTracesEvicted.Add(ctx, c.evicted)
@@ -269,6 +299,9 @@ func (p *ownershipProcessor) start(ctx context.Context, host component.Host) err
 			return err
 		}
 	}
+	if p.storeModel != nil {
+		p.storeModel.start()
+	}
 	p.started = true
 	for _, w := range p.workers {
 		p.workersDone.Add(1)
@@ -297,6 +330,9 @@ func (p *ownershipProcessor) shutdown(ctx context.Context) error {
 	var hintsErr error
 	if p.hints != nil {
 		hintsErr = p.hints.shutdown(ctx)
+	}
+	if p.storeModel != nil {
+		p.storeModel.shutdown()
 	}
 	for _, s := range p.buffer.shards {
 		s.close()
@@ -363,6 +399,9 @@ func (w *worker) run() {
 	var lookAt int64
 	const never = math.MaxInt64
 	for {
+		// Traces taken from the buffer hold symbols a sweep would not
+		// find there: the lock is held until they are analysed.
+		w.p.symbolsInUse.RLock()
 		batch := s.takeHanded(w.take[:0])
 		now := w.p.buffer.now()
 		if len(batch) < cap(batch) && now >= lookAt {
@@ -370,6 +409,7 @@ func (w *worker) run() {
 			var done bool
 			batch, wait, done = s.takeDue(now, batch)
 			if done && len(batch) == 0 {
+				w.p.symbolsInUse.RUnlock()
 				return
 			}
 			switch {
@@ -383,8 +423,10 @@ func (w *worker) run() {
 		}
 		if len(batch) > 0 {
 			w.analyse(batch)
+			w.p.symbolsInUse.RUnlock()
 			continue
 		}
+		w.p.symbolsInUse.RUnlock()
 		if lookAt != never {
 			timer.Reset(time.Duration(lookAt - now))
 		}
@@ -401,9 +443,11 @@ func (w *worker) run() {
 // drain analyses everything left in a closed shard, in the caller's goroutine.
 func (w *worker) drain() {
 	for {
+		w.p.symbolsInUse.RLock()
 		batch := w.shard.takeHanded(w.take[:0])
 		batch, _, done := w.shard.takeDue(w.p.buffer.now(), batch)
 		w.analyse(batch)
+		w.p.symbolsInUse.RUnlock()
 		if done && len(batch) == 0 {
 			return
 		}
@@ -473,8 +517,8 @@ func (w *worker) analyseTrace(e *entry, t *tally) (ms float64, ok bool) {
 	}()
 	start := time.Now()
 	tr := w.an.Link(e.spans)
-	w.p.model.Observe(tr)
-	verdicts := w.an.Judge(tr, w.p.model)
+	w.p.edges.observe(tr)
+	verdicts := w.an.Judge(tr, w.p.edges.modes())
 	w.add(tr, verdicts)
 	ms = float64(time.Since(start)) / float64(time.Millisecond)
 
@@ -545,6 +589,50 @@ func (p *ownershipProcessor) flush(ctx context.Context) {
 		}
 	}
 	p.merged.Reset()
+	p.sweepSymbols()
+}
+
+// sweepAt is how full the symbol table may get before a flush sweeps it.
+const sweepAt = 0.75
+
+// forgetAfter is how many half-lives an edge of the processor's own model
+// may go unobserved before a sweep forgets it: its evidence weighs under
+// 2^-30 by then.
+const forgetAfter = 30
+
+// sweepSymbols frees the names nothing holds any more once the table is
+// filling up, so that a burst of high-cardinality names (spans named by
+// their SQL or their URL) does not freeze the names for good. Extraction
+// and analysis pause meanwhile: the marking walks every buffered record.
+func (p *ownershipProcessor) sweepSymbols() {
+	if !p.symbols.Full(sweepAt) {
+		return
+	}
+	p.symbolsInUse.Lock()
+	defer p.symbolsInUse.Unlock()
+	start := time.Now()
+	if own, ok := p.edges.(*ownModel); ok {
+		if hl := own.model.Config().HalfLife; hl > 0 {
+			own.model.Forget(start.Add(-forgetAfter * hl))
+		}
+	}
+	freed := p.symbols.Sweep(func(keep func(dependencyanalysis.Symbol)) {
+		for _, s := range p.buffer.shards {
+			s.symbols(keep)
+		}
+		for _, w := range p.workers {
+			w.mu.Lock()
+			w.stats.Symbols(keep)
+			if w.spare != nil {
+				w.spare.Symbols(keep)
+			}
+			w.mu.Unlock()
+		}
+		p.merged.Symbols(keep)
+		p.edges.symbols(keep)
+	})
+	p.logger.Info("Swept the error-ownership name table",
+		zap.Int("freed", freed), zap.Int("kept", p.symbols.Len()), zap.Duration("took", time.Since(start)))
 }
 
 // flushTo calls the sink, turning its panic into an error.

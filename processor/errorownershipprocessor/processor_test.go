@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -151,11 +153,12 @@ func TestDecisionWaitAndLateSpans(t *testing.T) {
 	require.Eventually(t, func() bool { return counter(t, tt, "traces_analyzed") == 1 }, 5*time.Second, time.Millisecond)
 	assert.GreaterOrEqual(t, time.Since(last), wait, "analysed before decision_wait had passed since its last span")
 	assert.EqualValues(t, 1, counter(t, tt, "verdicts", own), "analysed whole")
-	assert.Zero(t, counter(t, tt, "spans_late"))
+	assert.Zero(t, counter(t, tt, "spans_late", lateDecisionWait))
 
 	// A span of an analysed trace is late and starts a new entry.
 	require.NoError(t, proc.ConsumeTraces(ctx, first))
-	assert.EqualValues(t, 2, counter(t, tt, "spans_late"))
+	assert.EqualValues(t, 2, counter(t, tt, "spans_late", lateDecisionWait))
+	assert.Zero(t, counter(t, tt, "spans_late", lateEvicted))
 	require.Eventually(t, func() bool { return counter(t, tt, "traces_analyzed") == 2 }, 5*time.Second, time.Millisecond)
 }
 
@@ -289,7 +292,7 @@ func TestBoundedBuffer(t *testing.T) {
 			analysed, dropped := counter(t, tt, "traces_analyzed"), counter(t, tt, "spans_dropped")
 			assert.EqualValues(t, traces, analysed+dropped)
 			assert.LessOrEqual(t, dropped, evicted)
-			assert.Zero(t, counter(t, tt, "spans_late"))
+			assert.Zero(t, counter(t, tt, "spans_late", lateDecisionWait))
 			t.Logf("evicted %d, analysed %d, dropped %d", evicted, analysed, dropped)
 		})
 	}
@@ -308,7 +311,7 @@ func TestPanicsRecovered(t *testing.T) {
 		{name: "extraction", sabotage: func(p *ownershipProcessor) {
 			p.scratch.New = func() any { return &scratch{} } // nil extractor
 		}},
-		{name: "analysis", sabotage: func(p *ownershipProcessor) { p.model = nil }},
+		{name: "analysis", sabotage: func(p *ownershipProcessor) { p.edges = nil }},
 		{name: "sink", sabotage: func(p *ownershipProcessor) { p.sink = panicSink{} }},
 	}
 	for _, tc := range tests {
@@ -433,4 +436,68 @@ func TestShutdownOutOfTime(t *testing.T) {
 	assert.EqualValues(t, traces, analysed+dropped)
 	assert.Positive(t, dropped)
 	goleak.VerifyNone(t)
+}
+
+// TestSweepFreesWhatNothingHolds: a burst of high-cardinality span names
+// fills the name table; the next flush frees them, keeps the names the
+// edge model still holds, and new names are learned again instead of all
+// counting as "_other" from then on.
+func TestSweepFreesWhatNothingHolds(t *testing.T) {
+	defer func(limit int) { symbolLimit = limit }(symbolLimit)
+	symbolLimit = 1000
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
+	proc, p := newTestProcessor(t, tt, testConfig(func(c *Config) {
+		c.DecisionWait = 5 * time.Millisecond
+		c.FlushInterval = time.Hour // flushed by hand
+		c.EdgeModel.HalfLife = 0    // the test's spans are old: keep their edges
+	}), consumertest.NewNop())
+	rec := &recordingSink{}
+	p.sink = rec
+	ctx := context.Background()
+	require.NoError(t, proc.Start(ctx, componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, proc.Shutdown(ctx)) })
+	analysed := func(n int64) {
+		require.Eventually(t, func() bool { return counter(t, tt, "traces_analyzed") == n }, 10*time.Second, time.Millisecond)
+	}
+
+	chain := ptrace.NewTraces()
+	failingChain(chain, traceID(1))
+	require.NoError(t, proc.ConsumeTraces(ctx, chain))
+	analysed(1)
+	const junk = 1100
+	for i := 0; i < junk; i += 100 {
+		td := ptrace.NewTraces()
+		rs := td.ResourceSpans().AppendEmpty()
+		rs.Resource().Attributes().PutStr("service.name", "db")
+		spans := rs.ScopeSpans().AppendEmpty().Spans()
+		for j := range 100 {
+			sp := spans.AppendEmpty()
+			sp.SetTraceID(traceID(uint64(1000 + i + j)))
+			sp.SetSpanID(pcommon.SpanID{7: 1})
+			sp.SetKind(ptrace.SpanKindServer)
+			sp.SetName(fmt.Sprintf("SELECT * FROM orders WHERE id = %d", i+j))
+		}
+		require.NoError(t, proc.ConsumeTraces(ctx, td))
+	}
+	analysed(1 + junk)
+	require.Positive(t, p.symbols.Overflowed(), "the burst filled the table")
+
+	p.flush(ctx)
+	assert.Less(t, p.symbols.Len(), 50, "the burst's names are freed")
+	view, err := p.edges.view(ctx)
+	require.NoError(t, err)
+	var peers []string
+	for _, e := range view.edges["frontend"] {
+		peers = append(peers, e.PeerService)
+	}
+	assert.Equal(t, []string{"api"}, peers, "the model's names survive the sweep")
+
+	newcomer := ptrace.NewTraces()
+	appendTrace(newcomer, traceID(5000), span{service: "newcomer", id: 1, kind: ptrace.SpanKindServer, name: "GET /new", end: 1})
+	require.NoError(t, proc.ConsumeTraces(ctx, newcomer))
+	analysed(2 + junk)
+	p.flush(ctx)
+	buckets := rec.all()
+	assert.Equal(t, []string{"newcomer"}, buckets[len(buckets)-1].services, "a new name is learned after the sweep")
 }

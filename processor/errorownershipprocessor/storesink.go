@@ -3,13 +3,11 @@ package errorownershipprocessor // import "github.com/errorownership/errorowners
 import (
 	"context"
 	"errors"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
-	"github.com/errorownership/errorownership/hooks/hints"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/metadata"
 	"github.com/errorownership/errorownership/store"
 )
@@ -64,32 +62,4 @@ func (s *storeSink) registerTelemetry(tb *metadata.TelemetryBuilder) error {
 			return nil
 		}),
 	)
-}
-
-// storeEdges reads the edge model merged in the store from every replica,
-// so that all replicas serve the same hints.
-type storeEdges struct {
-	store    *store.Store
-	halfLife time.Duration
-	model    dependencyanalysis.ModelConfig
-}
-
-// storeWindow is how many half-lives back the hints read: older buckets
-// weigh under 1 % (2^-7).
-const storeWindow = 7
-
-func (s storeEdges) edgesFor(ctx context.Context, service string) ([]hints.Edge, error) {
-	window := storeWindow * s.halfLife
-	if window == 0 {
-		window = time.Hour
-	}
-	est, err := s.store.EdgesFor(ctx, service, time.Now().Add(-window), s.halfLife, s.model)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]hints.Edge, 0, len(est))
-	for _, e := range est {
-		out = append(out, hintEdge(e.Operation, e.PeerService, e.PeerOperation, e.Estimate))
-	}
-	return out, nil
 }

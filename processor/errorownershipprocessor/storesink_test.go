@@ -108,10 +108,19 @@ func TestStoreServesHintsToEveryReplica(t *testing.T) {
 	runProcessor(t, storeConfig(dsn), scenarioBatches(t, "coincidental"))
 
 	base, _, _ := serveHints(t, storeConfig(dsn))
-	res, err := http.Get(base + hints.Path + "?service=checkout")
-	require.NoError(t, err)
+	// The replica reads the model in the background once it starts.
+	var res *http.Response
+	require.Eventually(t, func() bool {
+		r, err := http.Get(base + hints.Path + "?service=checkout")
+		require.NoError(t, err)
+		if r.StatusCode != http.StatusOK {
+			r.Body.Close()
+			return false
+		}
+		res = r
+		return true
+	}, 10*time.Second, 20*time.Millisecond)
 	defer res.Body.Close()
-	require.Equal(t, http.StatusOK, res.StatusCode)
 	var doc hints.Hints
 	require.NoError(t, json.NewDecoder(res.Body).Decode(&doc))
 	modes := map[string]hooks.Mode{}
@@ -120,6 +129,48 @@ func TestStoreServesHintsToEveryReplica(t *testing.T) {
 	}
 	assert.Equal(t, hooks.ModeFailOpen, modes["recommendations"])
 	assert.Equal(t, hooks.ModeFailClose, modes["payments"])
+}
+
+// TestStoreJudgesByTheMergedModel: with a store, a replica judges by the
+// model merged from every replica's flushes, the one its hints serve too:
+// a replica that has seen too little traffic to learn an edge still calls
+// an error coincidental when another replica's evidence shows it to be.
+func TestStoreJudgesByTheMergedModel(t *testing.T) {
+	dsn := pgtest.Start(t).DSN()
+	runProcessor(t, storeConfig(dsn), scenarioBatches(t, "coincidental")) // the replica that learns
+
+	tt := componenttest.NewTelemetry()
+	defer func() { require.NoError(t, tt.Shutdown(context.Background())) }()
+	proc, p := newTestProcessor(t, tt, testConfig(func(c *Config) {
+		storeConfig(dsn)(c)
+		c.DecisionWait = 10 * time.Millisecond
+	}), new(consumertest.TracesSink))
+	ctx := context.Background()
+	require.NoError(t, proc.Start(ctx, componenttest.NewNopHost()))
+	defer func() { require.NoError(t, proc.Shutdown(ctx)) }()
+
+	// checkout fails on its own while recommendations, which it
+	// tolerates, failed too; payments answered.
+	coincidentalTrace := func(n uint64) ptrace.Traces {
+		td := ptrace.NewTraces()
+		appendTrace(td, traceID(n),
+			span{service: "checkout", id: 1, kind: ptrace.SpanKindServer, name: "POST /checkout", failed: true, end: 20},
+			span{service: "checkout", id: 2, parent: 1, kind: ptrace.SpanKindClient, name: "GET", failed: true, startMs: 1, end: 5},
+			span{service: "recommendations", id: 3, parent: 2, kind: ptrace.SpanKindServer, name: "GET /recommendations", failed: true, startMs: 2, end: 4},
+			span{service: "checkout", id: 4, parent: 1, kind: ptrace.SpanKindClient, name: "POST", startMs: 6, end: 10},
+			span{service: "payments", id: 5, parent: 4, kind: ptrace.SpanKindServer, name: "POST /payments", startMs: 7, end: 9},
+		)
+		return td
+	}
+	// The first names the services here, so that the merged model's
+	// edges map to them when it is read.
+	require.NoError(t, proc.ConsumeTraces(ctx, coincidentalTrace(1)))
+	require.Eventually(t, func() bool { return counter(t, tt, "traces_analyzed") == 1 }, 10*time.Second, time.Millisecond)
+	p.storeModel.read(ctx)
+
+	require.NoError(t, proc.ConsumeTraces(ctx, coincidentalTrace(2)))
+	require.Eventually(t, func() bool { return counter(t, tt, "traces_analyzed") == 2 }, 10*time.Second, time.Millisecond)
+	assert.Positive(t, counter(t, tt, "verdicts", coincidental), "judged by the merged model, not by its own two traces")
 }
 
 // TestStoreDownKeepsThePipelineFlowing: with the database stopped the spans

@@ -1,0 +1,53 @@
+package dependencyanalysis
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestSymbolsSweep(t *testing.T) {
+	s := NewSymbols(3)
+	keep, junk := s.Intern("checkout"), s.Intern("SELECT 1")
+	s.Intern("SELECT 2")
+	require.Equal(t, s.Intern(OverflowName), s.Intern("payments"), "full")
+	gen := s.Generation()
+
+	freed := s.Sweep(func(k func(Symbol)) { k(keep) })
+	assert.Equal(t, 2, freed)
+	assert.Equal(t, gen+1, s.Generation())
+	assert.Equal(t, "checkout", s.Name(keep), "kept")
+	assert.Equal(t, "", s.Name(junk), "freed")
+	_, ok := s.Lookup("SELECT 1")
+	assert.False(t, ok)
+
+	payments := s.Intern("payments")
+	assert.NotEqual(t, s.Intern(OverflowName), payments, "room again")
+	assert.Contains(t, []Symbol{junk, junk + 1}, payments, "a freed symbol is handed out again")
+	assert.Equal(t, keep, s.Intern("checkout"))
+
+	assert.Zero(t, s.Sweep(func(k func(Symbol)) { k(keep); k(payments) }), "nothing to free")
+	assert.Equal(t, gen+1, s.Generation(), "a sweep that frees nothing changes nothing")
+}
+
+// TestExtractorAfterSweep: an extractor's cache must not hand out a symbol
+// the table freed and gave to another name.
+func TestExtractorAfterSweep(t *testing.T) {
+	syms := NewSymbols(100)
+	ex := NewExtractor(DefaultConfig(), syms)
+	td, s := oneSpan("svc")
+	s.SetName("old-name")
+	first := ex.Append(nil, td)[0]
+	require.Equal(t, "old-name", syms.Name(first.Operation))
+
+	syms.Sweep(func(func(Symbol)) {}) // nothing is held
+	for i := range 10 {
+		syms.Intern(fmt.Sprint("new-", i)) // take the freed symbols
+	}
+	again := ex.Append(nil, td)[0]
+	assert.Equal(t, "old-name", syms.Name(again.Operation))
+	assert.Equal(t, "svc", syms.Name(again.Service))
+	assert.Equal(t, UnknownService, syms.Name(ex.unknownSvc))
+}

@@ -1,0 +1,306 @@
+package errorownershipprocessor // import "github.com/errorownership/errorownership/processor/errorownershipprocessor"
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/errorownership/errorownership/dependencyanalysis"
+	"github.com/errorownership/errorownership/hooks"
+	"github.com/errorownership/errorownership/hooks/hints"
+	"github.com/errorownership/errorownership/store"
+)
+
+// edgeModel is the edge model the processor's verdicts and its hints both
+// read: its own (ownModel), or, with a store, the one merged from every
+// replica's flushes (storeModel), so that a replica judges and advises by
+// the same evidence as every other.
+type edgeModel interface {
+	// observe learns from a linked trace, if this model learns from traces.
+	observe(tr *dependencyanalysis.Trace)
+	// modes tells the verdicts each edge's mode.
+	modes() dependencyanalysis.Modes
+	// view returns the model as the hints serve it.
+	view(ctx context.Context) (*edgeView, error)
+	// symbols calls keep for every symbol the model holds (Symbols.Sweep).
+	symbols(keep func(dependencyanalysis.Symbol))
+}
+
+// edgeView is the edge model at one moment, per calling service, in the
+// hints' form. It is immutable but for the answers it caches.
+type edgeView struct {
+	at    time.Time
+	edges map[string][]hints.Edge // by calling service, sorted
+
+	mu      sync.RWMutex
+	answers map[string]*hintsAnswer
+}
+
+func newEdgeView(at time.Time) *edgeView {
+	return &edgeView{at: at, edges: make(map[string][]hints.Edge), answers: make(map[string]*hintsAnswer)}
+}
+
+func (v *edgeView) add(service string, e hints.Edge) {
+	v.edges[service] = append(v.edges[service], e)
+}
+
+// sort orders every service's edges, so that equal models encode equally.
+func (v *edgeView) sort() {
+	for _, edges := range v.edges {
+		slices.SortFunc(edges, func(a, b hints.Edge) int {
+			return cmp.Or(strings.Compare(a.Operation, b.Operation), strings.Compare(a.PeerService, b.PeerService),
+				strings.Compare(a.PeerOperation, b.PeerOperation))
+		})
+	}
+}
+
+// maxCachedAnswers bounds the answers a view keeps, so that requests for
+// made-up service names cannot grow it: past it, answers are encoded anew.
+const maxCachedAnswers = 10_000
+
+// answer returns the service's encoded hints, encoding them once per view.
+func (v *edgeView) answer(service string, encode func(service string, edges []hints.Edge, at time.Time) (*hintsAnswer, error)) (*hintsAnswer, error) {
+	v.mu.RLock()
+	ans := v.answers[service]
+	v.mu.RUnlock()
+	if ans != nil {
+		return ans, nil
+	}
+	ans, err := encode(service, v.edges[service], v.at)
+	if err != nil {
+		return nil, err
+	}
+	v.mu.Lock()
+	if len(v.answers) < maxCachedAnswers {
+		v.answers[service] = ans
+	}
+	v.mu.Unlock()
+	return ans, nil
+}
+
+// hintEdge turns an estimate into the hints' form. Confidence is the bound
+// the mode rests on: for fail_close the lower bound of P(request fails |
+// call failed alone), for fail_open one minus its upper bound; 0 when
+// unknown. Samples is the evidence counted, not weighted.
+func hintEdge(op, peer, peerOp string, addresses []string, est dependencyanalysis.Estimate) hints.Edge {
+	e := hints.Edge{Operation: op, PeerService: peer, PeerOperation: peerOp, PeerAddresses: addresses,
+		Samples: int64(est.Counts.Samples + 0.5)}
+	switch est.Mode {
+	case dependencyanalysis.ModeFailClose:
+		e.Mode, e.Confidence = hooks.ModeFailClose, est.Lower
+	case dependencyanalysis.ModeFailOpen:
+		e.Mode, e.Confidence = hooks.ModeFailOpen, 1-est.Upper
+	default:
+		e.Mode = hooks.ModeUnknown
+	}
+	e.Confidence = float64(int64(e.Confidence*1e4+0.5)) / 1e4
+	return e
+}
+
+// ownModel is the processor's own edge model, learned from the traces it
+// analyses: the model without a store. Its hints view is rebuilt at most
+// once per refresh, whatever the number of requests.
+type ownModel struct {
+	model   *dependencyanalysis.EdgeModel
+	names   *dependencyanalysis.Symbols
+	inUse   *sync.RWMutex // the processor's symbolsInUse
+	refresh time.Duration
+	now     func() time.Time
+
+	rebuild sync.Mutex // one rebuild at a time; the others wait for it
+	current atomic.Pointer[edgeView]
+}
+
+func (m *ownModel) observe(tr *dependencyanalysis.Trace) { m.model.Observe(tr) }
+
+func (m *ownModel) modes() dependencyanalysis.Modes { return m.model }
+
+func (m *ownModel) symbols(keep func(dependencyanalysis.Symbol)) { m.model.Symbols(keep) }
+
+func (m *ownModel) fresh(now time.Time) *edgeView {
+	if v := m.current.Load(); v != nil && now.Sub(v.at) < m.refresh {
+		return v
+	}
+	return nil
+}
+
+func (m *ownModel) view(context.Context) (*edgeView, error) {
+	if v := m.fresh(m.now()); v != nil {
+		return v, nil
+	}
+	m.rebuild.Lock()
+	defer m.rebuild.Unlock()
+	now := m.now()
+	if v := m.fresh(now); v != nil {
+		return v, nil // built while this one waited
+	}
+	v := newEdgeView(now)
+	// The names are resolved before a sweep could free them.
+	m.inUse.RLock()
+	m.model.Edges(func(k dependencyanalysis.EdgeKey, est dependencyanalysis.Estimate, addrs []dependencyanalysis.Symbol) {
+		var addresses []string
+		for _, a := range addrs {
+			addresses = append(addresses, m.names.Name(a))
+		}
+		slices.Sort(addresses)
+		v.add(m.names.Name(k.Service), hintEdge(m.names.Name(k.Operation), m.names.Name(k.PeerService),
+			m.names.Name(k.PeerOperation), addresses, est))
+	})
+	m.inUse.RUnlock()
+	v.sort()
+	m.current.Store(v)
+	return v, nil
+}
+
+// storeModel is the edge model merged in the store from every replica's
+// flushes, read back every interval: the model with a store. Until the
+// first read succeeds, every edge is unknown and the hints unavailable.
+type storeModel struct {
+	store    *store.Store
+	cfg      dependencyanalysis.ModelConfig
+	names    *dependencyanalysis.Symbols
+	inUse    *sync.RWMutex // the processor's symbolsInUse
+	interval time.Duration
+	logger   *zap.Logger
+
+	table   atomic.Pointer[dependencyanalysis.ModeTable]
+	current atomic.Pointer[edgeView]
+	failing atomic.Bool // the last read failed; logged once until one succeeds
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// errNoModelYet answers hints before the store's model was ever read.
+var errNoModelYet = errors.New("the edge model has not been read from the store yet")
+
+// storeWindow is how many half-lives back the model is read: older
+// buckets weigh under 1 % (2^-7). Without decay, an hour is read.
+const storeWindow = 7
+
+func (m *storeModel) observe(*dependencyanalysis.Trace) {} // the flushes teach it
+
+func (m *storeModel) modes() dependencyanalysis.Modes {
+	if t := m.table.Load(); t != nil {
+		return *t
+	}
+	return dependencyanalysis.ModeTable(nil)
+}
+
+func (m *storeModel) view(context.Context) (*edgeView, error) {
+	if v := m.current.Load(); v != nil {
+		return v, nil
+	}
+	return nil, errNoModelYet
+}
+
+func (m *storeModel) symbols(keep func(dependencyanalysis.Symbol)) {
+	if t := m.table.Load(); t != nil {
+		for k := range *t {
+			keep(k.Service)
+			keep(k.Operation)
+			keep(k.PeerService)
+			keep(k.PeerOperation)
+		}
+	}
+}
+
+// start reads the model now and every interval until shutdown, in the
+// background: the collector must start whether the database is up or not.
+func (m *storeModel) start() {
+	m.stop, m.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(m.done)
+		t := time.NewTimer(0)
+		defer t.Stop()
+		for {
+			select {
+			case <-m.stop:
+				return
+			case <-t.C:
+			}
+			// The timeout bounds a read stuck on a database that stopped
+			// answering, so that the next one is tried.
+			ctx, cancel := context.WithTimeout(context.Background(), m.interval)
+			m.read(ctx)
+			cancel()
+			t.Reset(m.interval)
+		}
+	}()
+}
+
+// shutdown stops the reading and waits for it.
+func (m *storeModel) shutdown() {
+	if m.stop != nil {
+		close(m.stop)
+		<-m.done
+	}
+}
+
+// read loads the merged model and publishes it for the verdicts and the
+// hints.
+func (m *storeModel) read(ctx context.Context) {
+	halfLife := m.cfg.HalfLife
+	window := storeWindow * halfLife
+	if window <= 0 {
+		window = time.Hour
+	}
+	now := time.Now()
+	est, err := m.store.EdgeModel(ctx, now.Add(-window), halfLife, m.cfg)
+	if err != nil {
+		if !m.failing.Swap(true) {
+			m.logger.Warn("Cannot read the edge model from the store; verdicts and hints keep the last one read",
+				zap.Error(err))
+		}
+		return
+	}
+	if m.failing.Swap(false) {
+		m.logger.Info("Reading the edge model from the store again")
+	}
+	v := newEdgeView(now)
+	table := make(dependencyanalysis.ModeTable)
+	// Only edges with a mode go in the table (absent is unknown), and
+	// only names this collector has seen: no trace it analyses can name an
+	// edge otherwise. The symbols are held until the table is published.
+	m.inUse.RLock()
+	for i := range est {
+		e := &est[i]
+		v.add(e.Service, hintEdge(e.Operation, e.PeerService, e.PeerOperation, e.PeerAddresses, e.Estimate))
+		if e.Mode == dependencyanalysis.ModeUnknown {
+			continue
+		}
+		k, ok := m.key(e)
+		if ok {
+			table[k] = e.Mode
+		}
+	}
+	m.table.Store(&table)
+	m.inUse.RUnlock()
+	v.sort()
+	m.current.Store(v)
+}
+
+func (m *storeModel) key(e *store.EdgeEstimate) (dependencyanalysis.EdgeKey, bool) {
+	var k dependencyanalysis.EdgeKey
+	for _, f := range [...]struct {
+		sym  *dependencyanalysis.Symbol
+		name string
+	}{{&k.Service, e.Service}, {&k.Operation, e.Operation}, {&k.PeerService, e.PeerService}, {&k.PeerOperation, e.PeerOperation}} {
+		if f.name == "" {
+			continue
+		}
+		sym, ok := m.names.Lookup(f.name)
+		if !ok {
+			return k, false
+		}
+		*f.sym = sym
+	}
+	return k, true
+}
