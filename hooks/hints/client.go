@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -236,10 +237,21 @@ func (c *Client) current() *state {
 }
 
 // Mode returns the mode of the edge (operation → peerService,
-// peerOperation). With peerOperation "" it answers for every edge to the
-// peer: fail-open only if all of them are. When the hints know no edge from
-// operation to the peer (or operation is ""), it asks the same question
-// over every inbound operation. Without hints it is ModeUnknown.
+// peerOperation), from what a hook knows at call time:
+//
+//   - peerService is the callee's service.name or the address the call went
+//     to ("10.0.0.7:8080", "catalog.shop.svc"), which the hints list for each
+//     edge (peer_addresses); an address without a port matches any port of
+//     its host, and the other way round.
+//   - operation and peerOperation are named as the server spans are ("GET
+//     /items/{id}", "shop.Cart/Add") or as concrete requests ("GET
+//     /items/42"), which match the route templates of the hints.
+//   - peerOperation "" answers for every edge to the peer: fail-open only
+//     if all of them are.
+//
+// When the hints know no edge from operation to the peer (or operation is
+// ""), it asks the same question over every inbound operation. Without
+// hints, or when nothing matches, it is ModeUnknown.
 func (c *Client) Mode(operation, peerService, peerOperation string) hooks.Mode {
 	st := c.current()
 	if st == nil {
@@ -265,22 +277,87 @@ func (c *Client) Hints() (*Hints, bool) {
 	return nil, false
 }
 
-// index answers mode questions at every level of detail the hooks may
-// have: one map, keyed by the edge with the parts the question leaves out
-// marked as wildcards.
-type index map[edgeKey]tally
-
-type edgeKey struct {
-	operation, peerService, peerOperation string
-	wild                                  uint8
+// index finds the edges a hook's question is about: by the callee's name
+// or address, then by the operations, matched as route templates.
+type index struct {
+	edges []Edge
+	// byPeer holds, by peer service and by each full address, the edges
+	// to that peer; portless those whose address has no port, by host;
+	// ported those whose address has a port, by host.
+	byPeer, portless, ported map[string][]int32
 }
 
-const (
-	wildOperation uint8 = 1 << iota
-	wildPeerOperation
-)
+func newIndex(edges []Edge) index {
+	ix := index{edges: edges, byPeer: map[string][]int32{}, portless: map[string][]int32{}, ported: map[string][]int32{}}
+	for i, e := range edges {
+		n := int32(i)
+		ix.byPeer[e.PeerService] = append(ix.byPeer[e.PeerService], n)
+		for _, a := range e.PeerAddresses {
+			if a == e.PeerService {
+				continue
+			}
+			ix.byPeer[a] = append(ix.byPeer[a], n)
+			if host, ok := splitPort(a); ok {
+				ix.ported[host] = append(ix.ported[host], n)
+			} else {
+				ix.portless[a] = append(ix.portless[a], n)
+			}
+		}
+	}
+	return ix
+}
 
-// tally counts the modes of the edges a key covers.
+// splitPort returns the host of "host:port" ("[v6]:port") and true, or
+// the address itself and false when it has no port.
+func splitPort(addr string) (string, bool) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return addr, false
+	}
+	return host, true
+}
+
+func (ix *index) mode(operation, peer, peerOperation string) hooks.Mode {
+	cands := ix.byPeer[peer]
+	if len(cands) == 0 {
+		if host, ok := splitPort(peer); ok {
+			cands = ix.portless[host]
+		} else {
+			cands = ix.ported[peer]
+		}
+	}
+	if operation != "" {
+		var mine []int32
+		for _, i := range cands {
+			if matchOperation(ix.edges[i].Operation, operation) {
+				mine = append(mine, i)
+			}
+		}
+		if len(mine) > 0 {
+			cands = mine
+		}
+	}
+	var t tally
+	seen := map[int32]bool{} // an edge may be found by its name and an address
+	for _, i := range cands {
+		e := &ix.edges[i]
+		if seen[i] || (peerOperation != "" && !matchOperation(e.PeerOperation, peerOperation)) {
+			continue
+		}
+		seen[i] = true
+		switch e.Mode {
+		case hooks.ModeFailOpen:
+			t.open++
+		case hooks.ModeFailClose:
+			t.close++
+		default:
+			t.unknown++
+		}
+	}
+	return t.mode()
+}
+
+// tally counts the modes of the edges a question covers.
 type tally struct{ open, close, unknown int }
 
 func (t tally) mode() hooks.Mode {
@@ -293,42 +370,57 @@ func (t tally) mode() hooks.Mode {
 	return hooks.ModeUnknown
 }
 
-func newIndex(edges []Edge) index {
-	ix := make(index, 4*len(edges))
-	for _, e := range edges {
-		for _, k := range [...]edgeKey{
-			{e.Operation, e.PeerService, e.PeerOperation, 0},
-			{e.Operation, e.PeerService, "", wildPeerOperation},
-			{"", e.PeerService, e.PeerOperation, wildOperation},
-			{"", e.PeerService, "", wildOperation | wildPeerOperation},
-		} {
-			t := ix[k]
-			switch e.Mode {
-			case hooks.ModeFailOpen:
-				t.open++
-			case hooks.ModeFailClose:
-				t.close++
-			default:
-				t.unknown++
-			}
-			ix[k] = t
-		}
+// matchOperation reports whether op names a request of the operation
+// pattern, as a server span names it: equal, or "METHOD /path" matching a
+// route template in the manner of net/http.ServeMux patterns — {name}
+// matches one path segment, {name...} the rest of the path, {$} only the
+// end, and a pattern ending in "/" every path below it. A pattern without
+// a method matches any method.
+func matchOperation(pattern, op string) bool {
+	if pattern == op {
+		return true
 	}
-	return ix
+	pm, pp, ok := strings.Cut(pattern, " ")
+	if !ok {
+		pm, pp = "", pattern
+	}
+	om, opath, ok := strings.Cut(op, " ")
+	if !ok {
+		om, opath = "", op
+	}
+	if pm != "" && pm != om {
+		return false
+	}
+	if i := strings.IndexAny(opath, "?#"); i >= 0 {
+		opath = opath[:i]
+	}
+	if !strings.HasPrefix(pp, "/") || !strings.HasPrefix(opath, "/") {
+		return false
+	}
+	return matchPath(pp[1:], opath[1:])
 }
 
-func (ix index) mode(operation, peerService, peerOperation string) hooks.Mode {
-	var wild uint8
-	if peerOperation == "" {
-		wild = wildPeerOperation
-	}
-	if operation != "" {
-		if t, ok := ix[edgeKey{operation, peerService, peerOperation, wild}]; ok {
-			return t.mode()
+// matchPath matches a path against a route template, both without their
+// leading "/".
+func matchPath(pattern, path string) bool {
+	ps, qs := strings.Split(pattern, "/"), strings.Split(path, "/")
+	for i, seg := range ps {
+		switch {
+		case i == len(ps)-1 && seg == "": // "…/": the subtree below
+			return len(qs) > i
+		case seg == "{$}":
+			return i == len(qs)-1 && qs[i] == ""
+		case i >= len(qs):
+			return false
+		case strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "...}"):
+			return true
+		case strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}"):
+			if qs[i] == "" {
+				return false
+			}
+		case seg != qs[i]:
+			return false
 		}
 	}
-	if t, ok := ix[edgeKey{"", peerService, peerOperation, wild | wildOperation}]; ok {
-		return t.mode()
-	}
-	return hooks.ModeUnknown
+	return len(qs) == len(ps)
 }

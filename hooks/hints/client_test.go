@@ -129,6 +129,71 @@ func TestMode(t *testing.T) {
 	}
 }
 
+// TestModeByAddressAndRoute: a hook knows the callee's address and the
+// concrete request, not the names the collector learned; the hints'
+// addresses and route templates connect the two.
+func TestModeByAddressAndRoute(t *testing.T) {
+	col := newCollector(t)
+	col.set(func(c *collector) {
+		c.body = `{"version":1,"service":"checkout","ttl_seconds":30,"edges":[
+  {"operation":"POST /checkout","peer_service":"recommendations","peer_operation":"GET /recommendations/{id}","peer_addresses":["10.0.0.7:8080","recs.shop.svc"],"mode":"fail_open"},
+  {"operation":"POST /checkout","peer_service":"payments","peer_operation":"POST /charge","peer_addresses":["10.0.0.8:8080"],"mode":"fail_close"},
+  {"operation":"POST /checkout","peer_service":"stock","peer_operation":"stock.Stock/Reserve","peer_addresses":["stock:443"],"mode":"fail_open"},
+  {"operation":"GET /orders/{id}","peer_service":"recommendations","peer_operation":"GET /recommendations/{id}","peer_addresses":["10.0.0.7:8080"],"mode":"fail_close"}
+ ]}`
+	})
+	c := New(col.srv.URL, "checkout")
+	if _, err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, op, peer, peerOp string
+		want                   hooks.Mode
+	}{
+		{"address and concrete path", "POST /checkout", "10.0.0.7:8080", "GET /recommendations/42", hooks.ModeFailOpen},
+		{"a DNS name without a port", "POST /checkout", "recs.shop.svc", "GET /recommendations/42?x=1", hooks.ModeFailOpen},
+		{"another port of a known host is another service", "POST /checkout", "10.0.0.7:9090", "", hooks.ModeUnknown},
+		{"a host whose hint has no port, called with one", "POST /checkout", "recs.shop.svc:80", "", hooks.ModeFailOpen},
+		{"a concrete inbound path matches its route", "POST /checkout", "10.0.0.7:8080", "", hooks.ModeFailOpen},
+		{"the other operation's edge", "GET /orders/17", "10.0.0.7:8080", "GET /recommendations/1", hooks.ModeFailClose},
+		{"gRPC by target address", "POST /checkout", "stock:443", "stock.Stock/Reserve", hooks.ModeFailOpen},
+		{"a path the route does not cover", "POST /checkout", "10.0.0.7:8080", "GET /recommendations/1/more", hooks.ModeUnknown},
+		{"a method the route does not cover", "POST /checkout", "10.0.0.7:8080", "POST /recommendations/1", hooks.ModeUnknown},
+		{"fail-close by address", "POST /checkout", "10.0.0.8:8080", "POST /charge", hooks.ModeFailClose},
+	} {
+		if got := c.Mode(tc.op, tc.peer, tc.peerOp); got != tc.want {
+			t.Errorf("%s: Mode(%q, %q, %q) = %v, want %v", tc.name, tc.op, tc.peer, tc.peerOp, got, tc.want)
+		}
+	}
+}
+
+func TestMatchOperation(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, op string
+		want        bool
+	}{
+		{"GET /items/{id}", "GET /items/42", true},
+		{"GET /items/{id}", "GET /items/", false},
+		{"GET /items/{id}", "GET /items/42/parts", false},
+		{"GET /items/{id}", "POST /items/42", false},
+		{"/items/{id}", "DELETE /items/42", true},
+		{"GET /files/{path...}", "GET /files/a/b/c", true},
+		{"GET /static/", "GET /static/css/site.css", true},
+		{"GET /static/", "GET /static", false},
+		{"GET /{$}", "GET /", true},
+		{"GET /{$}", "GET /x", false},
+		{"GET /", "GET /anything/at/all", true},
+		{"GET /a/{x}/c", "GET /a/b/c?q=1", true},
+		{"shop.Cart/Add", "shop.Cart/Add", true},
+		{"shop.Cart/Add", "shop.Cart/Remove", false},
+		{"GET", "GET /x", false},
+	} {
+		if got := matchOperation(tc.pattern, tc.op); got != tc.want {
+			t.Errorf("matchOperation(%q, %q) = %v, want %v", tc.pattern, tc.op, got, tc.want)
+		}
+	}
+}
+
 func TestRevalidation(t *testing.T) {
 	col := newCollector(t)
 	c := New(col.srv.URL, "checkout")

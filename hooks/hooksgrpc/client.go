@@ -133,7 +133,7 @@ type logicalCall struct {
 func (cl *client) begin(ctx context.Context, cc *grpc.ClientConn) *logicalCall {
 	peer := cl.cfg.peerService
 	if peer == "" && cc != nil {
-		peer = targetHost(cc.Target())
+		peer = targetAddress(cc.Target())
 	}
 	lc := &logicalCall{cl: cl, ctx: ctx, peer: peer, budget: cl.budgets.For(peer), ledger: hooks.LedgerFrom(ctx)}
 	lc.budget.Deposit()

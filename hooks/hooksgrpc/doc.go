@@ -13,8 +13,8 @@
 //		grpc.ChainStreamInterceptor(hooksgrpc.StreamServerInterceptor(hooksgrpc.WithHints(h))))
 //	conn, err := grpc.NewClient(target,
 //		grpc.WithStatsHandler(hooksgrpc.ClientHandler(otelgrpc.NewClientHandler())),
-//		grpc.WithChainUnaryInterceptor(hooksgrpc.UnaryClientInterceptor(hooksgrpc.WithHints(h), hooksgrpc.WithPeerService("payments"))),
-//		grpc.WithChainStreamInterceptor(hooksgrpc.StreamClientInterceptor(hooksgrpc.WithHints(h), hooksgrpc.WithPeerService("payments"))))
+//		grpc.WithChainUnaryInterceptor(hooksgrpc.UnaryClientInterceptor(hooksgrpc.WithHints(h))),
+//		grpc.WithChainStreamInterceptor(hooksgrpc.StreamClientInterceptor(hooksgrpc.WithHints(h))))
 //
 // The server interceptors run inside otelgrpc's server span and set
 // error.claim and error.claim.reason on it. The client interceptors retry
@@ -25,5 +25,7 @@
 // context, which carries the hooks.Ledger.
 //
 // Operations are named as otelgrpc names its spans and the analysis its
-// edges: "pkg.Service/Method".
+// edges: "pkg.Service/Method". A callee is named by the connection's target
+// address, which the hints list for each edge beside the callee's
+// service.name, so the hooks need no service names.
 package hooksgrpc

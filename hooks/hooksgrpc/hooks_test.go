@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"strings"
 	"testing"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/errorownership/errorownership/hooks"
 	"github.com/errorownership/errorownership/hooks/hooksgrpc"
+	"github.com/errorownership/errorownership/hooks/internal/chaintest"
 	"github.com/errorownership/errorownership/ownership"
 )
 
@@ -234,14 +238,22 @@ func TestStreamServerSetsTrailer(t *testing.T) {
 }
 
 func TestPeerServiceFromTarget(t *testing.T) {
-	// The peer defaults to the target's host: visible in the ledger.
+	// The peer defaults to the target's address, as otelgrpc records it
+	// on the client span (server.address:server.port): visible in the
+	// ledger.
 	c := newService(t, "C")
 	c.work = func(context.Context) error { return nil }
 	c.start(t, false)
-	conn := newService(t, "B").dial(t, "passthrough:///"+c.addr, true)
+	b := newService(t, "B")
+	conn := b.dial(t, "passthrough:///"+c.addr, true)
 	out, _ := ledgerCall(t, conn)
-	if out.PeerService != "127.0.0.1" || out.PeerOperation != "chain.Chain/Work" {
-		t.Fatalf("outcome %+v", out)
+	if out.PeerService != c.addr || out.PeerOperation != "chain.Chain/Work" {
+		t.Fatalf("outcome %+v, want peer %s", out, c.addr)
+	}
+	host := chaintest.SpanAttrs(b.spans, trace.SpanKindClient, "server.address", 1)
+	port := chaintest.SpanAttrs(b.spans, trace.SpanKindClient, "server.port", 1)
+	if len(host) != 1 || len(port) != 1 || net.JoinHostPort(host[0], port[0]) != out.PeerService {
+		t.Fatalf("the client span says %v:%v, the hooks %s", host, port, out.PeerService)
 	}
 	conn = newService(t, "B").dial(t, c.addr, true, hooksgrpc.WithPeerService("c"))
 	if out, _ = ledgerCall(t, conn); out.PeerService != "c" {

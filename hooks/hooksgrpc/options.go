@@ -1,6 +1,8 @@
 package hooksgrpc
 
 import (
+	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -86,25 +88,33 @@ func WithFaultCodes(cs ...codes.Code) Option {
 }
 
 // WithPeerService names the service the client's connection talks to, as
-// its service.name (and the hints) spell it. Without it the name is the
-// host of the connection's target.
+// its service.name (and the hints) spell it. Without it the callee is named
+// by the connection's target address, which the hints list for every edge:
+// use it only when the target does not say where calls go.
 func WithPeerService(name string) Option { return func(c *config) { c.peerService = name } }
 
 // operation names a method as otelgrpc names its span and the analysis its
 // operation: "pkg.Service/Method".
 func operation(fullMethod string) string { return strings.TrimPrefix(fullMethod, "/") }
 
-// targetHost extracts the host from a gRPC target such as
-// "dns:///checkout.prod:443" or "127.0.0.1:5000".
-func targetHost(target string) string {
-	if i := strings.Index(target, "://"); i >= 0 {
-		target = target[i+3:]
-		if j := strings.IndexByte(target, '/'); j >= 0 {
-			target = target[j+1:]
-		}
+// targetAddress names a connection's callee as otelgrpc records it on
+// client spans (server.address and server.port of the dial target):
+// "dns:///checkout.prod:443" is "checkout.prod:443", "127.0.0.1:5000"
+// itself. The hints list these addresses for every edge.
+func targetAddress(target string) string {
+	if _, _, err := net.SplitHostPort(target); err == nil {
+		return target
 	}
-	if i := strings.LastIndexByte(target, ':'); i >= 0 && !strings.Contains(target[i:], "]") {
-		target = target[:i]
+	u, err := url.Parse(target)
+	if err != nil {
+		return target
 	}
-	return strings.TrimSuffix(strings.TrimPrefix(target, "["), "]")
+	ep := strings.TrimPrefix(u.Path, "/")
+	if ep == "" {
+		ep = u.Opaque
+	}
+	if ep == "" {
+		return target
+	}
+	return ep
 }

@@ -58,6 +58,12 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// allocation.
 	c.req = *r.WithContext(c.ledger.Bind(r.Context()))
 	m.next.ServeHTTP(c, &c.req)
+	// A ServeMux inside sets the route on the copy it was given; handing
+	// it back lets an otelhttp.Handler outside name its span after the
+	// route ("GET /items/{id}"), as it does without the middleware.
+	if c.req.Pattern != "" && r.Pattern == "" {
+		r.Pattern = c.req.Pattern
+	}
 }
 
 // decide sets Error-Claim for a response with status code, unless the

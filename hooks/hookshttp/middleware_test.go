@@ -7,9 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/errorownership/errorownership/hooks"
@@ -105,9 +109,96 @@ func TestMiddlewareWriterInterfaces(t *testing.T) {
 	}
 }
 
+// askedOperations is a HintSource that records the inbound operations
+// the middleware asks about.
+type askedOperations struct {
+	mu  sync.Mutex
+	ops []string
+}
+
+func (a *askedOperations) Mode(operation, _, _ string) hooks.Mode {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.ops = append(a.ops, operation)
+	return hooks.ModeUnknown
+}
+
+func (a *askedOperations) BudgetLimits() hooks.Limits { return hooks.DefaultLimits() }
+
+// TestMiddlewareKeepsTheRoute: otelhttp names the server span after the
+// ServeMux route whichever side of it the middleware is, and the middleware
+// asks the hints about its own operation: the route when the mux is inside
+// it, else the concrete request, which the hints match to the route.
+func TestMiddlewareKeepsTheRoute(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		wrap   func(mux http.Handler, tp trace.TracerProvider, hs hooks.HintSource) http.Handler
+		wantOp string
+	}{
+		{"middleware inside otelhttp, as the README wires it", func(mux http.Handler, tp trace.TracerProvider, hs hooks.HintSource) http.Handler {
+			return otelhttp.NewHandler(hookshttp.Middleware(mux, hookshttp.WithHints(hs)), "items", otelhttp.WithTracerProvider(tp))
+		}, "GET /items/{id}"},
+		{"middleware outside otelhttp", func(mux http.Handler, tp trace.TracerProvider, hs hooks.HintSource) http.Handler {
+			return hookshttp.Middleware(otelhttp.NewHandler(mux, "items", otelhttp.WithTracerProvider(tp)), hookshttp.WithHints(hs))
+		}, "GET /items/42"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spans := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+			defer tp.Shutdown(context.Background())
+			mux := http.NewServeMux()
+			mux.HandleFunc("GET /items/{id}", func(w http.ResponseWriter, r *http.Request) {
+				hooks.LedgerFrom(r.Context()).Record(hooks.Outcome{PeerService: "10.0.0.9:80", Failed: true})
+				w.WriteHeader(http.StatusBadGateway)
+			})
+			asked := &askedOperations{}
+			srv := httptest.NewServer(tc.wrap(mux, tp, asked))
+			defer srv.Close()
+			res, err := http.Get(srv.URL + "/items/42")
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			ended := spans.Ended()
+			if len(ended) != 1 || ended[0].Name() != "GET /items/{id}" {
+				t.Fatalf("server spans %v, want one named after the route", spanNames(ended))
+			}
+			if len(asked.ops) != 1 || asked.ops[0] != tc.wantOp {
+				t.Fatalf("the middleware asked about %q, want %q", asked.ops, tc.wantOp)
+			}
+		})
+	}
+}
+
+func spanNames(spans []sdktrace.ReadOnlySpan) []string {
+	var out []string
+	for _, s := range spans {
+		out = append(out, s.Name())
+	}
+	return out
+}
+
+func TestPeerAddress(t *testing.T) {
+	for url, want := range map[string]string{
+		"http://10.0.0.7:8080/x":  "10.0.0.7:8080",
+		"http://catalog/x":        "catalog",
+		"http://catalog:80/x":     "catalog",
+		"https://catalog:443/x":   "catalog",
+		"https://catalog:80/x":    "catalog:80",
+		"http://[::1]:9000/x":     "[::1]:9000",
+		"http://[::1]/x":          "::1",
+		"http://Catalog.Svc:81/x": "Catalog.Svc:81",
+	} {
+		r := httptest.NewRequest(http.MethodGet, url, nil)
+		if got := hookshttp.PeerAddress(r); got != want {
+			t.Errorf("PeerAddress(%s) = %q, want %q", url, got, want)
+		}
+	}
+}
+
 func TestOperation(t *testing.T) {
 	for pattern, want := range map[string]string{
-		"":                       "POST",
+		"":                       "POST /checkout",
 		"/checkout":              "POST /checkout",
 		"POST /checkout":         "POST /checkout",
 		"POST example.com/items": "POST /items",
@@ -128,7 +219,8 @@ func TestOperation(t *testing.T) {
 func TestCoincidental(t *testing.T) {
 	const hintsBody = `{"version":1,"service":"b","ttl_seconds":30,
 		"retry_budget":{"ratio":0.1,"min_retries_per_second":10},
-		"edges":[{"operation":"GET /work","peer_service":"recommendations","peer_operation":"GET /recommendations","mode":"%s","confidence":0.95,"samples":175}]}`
+		"edges":[{"operation":"GET /work","peer_service":"recommendations","peer_operation":"GET /recommendations",
+		          "peer_addresses":["%s"],"mode":"%s","confidence":0.95,"samples":175}]}`
 	for _, tc := range []struct {
 		name               string
 		mode               string // "" for an unreachable collector
@@ -140,12 +232,20 @@ func TestCoincidental(t *testing.T) {
 		{"collector unreachable: safe defaults, unclaimed", "", "unclaimed", 1, 1, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			recs := newService(t, "recommendations")
+			recs.start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, "no recommendations today", http.StatusInternalServerError)
+			}))
+			recsAddr := strings.TrimPrefix(recs.srv.URL, "http://")
+
+			// The hints name recommendations by its service.name and list
+			// the address B reached it at: B's hooks need no names.
 			collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if r.URL.Path != hints.Path || r.URL.Query().Get("service") != "b" {
 					http.NotFound(w, r)
 					return
 				}
-				fmt.Fprintf(w, hintsBody, tc.mode)
+				fmt.Fprintf(w, hintsBody, recsAddr, tc.mode)
 			}))
 			defer collector.Close()
 			if tc.mode == "" {
@@ -154,16 +254,8 @@ func TestCoincidental(t *testing.T) {
 			h := hints.New(collector.URL, "b")
 			_, _ = h.Refresh(context.Background())
 
-			recs := newService(t, "recommendations")
-			recs.start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				http.Error(w, "no recommendations today", http.StatusInternalServerError)
-			}))
-
 			b := newService(t, "B")
-			bClient := &http.Client{Transport: hookshttp.Transport(b.transport(), append(fastRetries,
-				hookshttp.WithHints(h),
-				hookshttp.WithPeerService(func(*http.Request) string { return "recommendations" }),
-				hookshttp.WithPeerOperation(func(r *http.Request) string { return r.Method + " " + r.URL.Path }))...)}
+			bClient := &http.Client{Transport: hookshttp.Transport(b.transport(), append(fastRetries, hookshttp.WithHints(h))...)}
 			mux := http.NewServeMux()
 			mux.HandleFunc("GET /work", func(w http.ResponseWriter, r *http.Request) {
 				req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, recs.srv.URL+"/recommendations", nil)

@@ -1,6 +1,7 @@
 package hookshttp
 
 import (
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -28,7 +29,8 @@ func newConfig(opts []Option) *config {
 		policy:      Idempotent,
 		fault:       ServerFault,
 		operation:   Operation,
-		peerService: PeerHost,
+		peerService: PeerAddress,
+		peerOp:      Operation,
 	}
 	for _, o := range opts {
 		o(c)
@@ -68,19 +70,22 @@ func WithRetryPolicy(f func(*http.Request) bool) Option { return func(c *config)
 func WithFault(f func(status int) bool) Option { return func(c *config) { c.fault = f } }
 
 // WithOperation sets how the middleware names the inbound operation for
-// hint lookups (default Operation).
+// hint lookups (default Operation). The defaults need no help: the hints
+// match a concrete request to the route its server span is named after.
 func WithOperation(f func(*http.Request) string) Option { return func(c *config) { c.operation = f } }
 
 // WithPeerService sets how the transport names the callee (default
-// PeerHost). It should match the callee's service.name, as the hints do.
+// PeerAddress, which the hints list for every edge). Use it when the
+// request's URL does not say where the call goes, such as a service mesh
+// that routes by header; name the callee's service.name then.
 func WithPeerService(f func(*http.Request) string) Option {
 	return func(c *config) { c.peerService = f }
 }
 
-// WithPeerOperation tells the transport the callee's operation, e.g.
-// "GET /recommendations/{id}", so that hints can be looked up per edge;
-// without it a call is looked up by peer service alone, fail-open only if
-// every edge to that peer is. It is only called for failed calls.
+// WithPeerOperation sets how the transport names the callee's operation
+// for hint lookups (default Operation: "GET /recommendations/42", which the
+// hints match to the route "GET /recommendations/{id}"). It is only called
+// for failed calls.
 func WithPeerOperation(f func(*http.Request) string) Option {
 	return func(c *config) { c.peerOp = f }
 }
@@ -104,28 +109,42 @@ func Idempotent(r *http.Request) bool {
 	return ok
 }
 
-// PeerHost names the callee by the request's host name, without the port.
-func PeerHost(r *http.Request) string {
-	if r.URL != nil && r.URL.Host != "" {
-		return r.URL.Hostname()
+// PeerAddress names the callee as the OpenTelemetry HTTP client
+// instrumentation records it (server.address and server.port): the
+// request's host, with the port when the URL gives one other than its
+// scheme's default ("10.0.0.7:8080", "catalog.shop.svc"). The hints list
+// these addresses for every edge, so the hooks need no service names.
+func PeerAddress(r *http.Request) string {
+	host := r.Host
+	https := false
+	if r.URL != nil {
+		if r.URL.Host != "" {
+			host = r.URL.Host
+		}
+		https = r.URL.Scheme == "https"
 	}
-	return hostname(r.Host)
+	h, port, err := net.SplitHostPort(host)
+	if err != nil {
+		return strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	}
+	if port == "" || (port == "80" && !https) || (port == "443" && https) {
+		return h
+	}
+	return net.JoinHostPort(h, port)
 }
 
-func hostname(hostport string) string {
-	if i := strings.LastIndexByte(hostport, ':'); i >= 0 && !strings.Contains(hostport[i:], "]") {
-		hostport = hostport[:i]
-	}
-	return strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]")
-}
-
-// Operation names an inbound request as the server span is named by
-// convention, "METHOD route" (e.g. "POST /checkout"), taking the route from
-// the http.ServeMux pattern that matched; just "METHOD" without one.
+// Operation names a request as the server span is named by convention,
+// "METHOD route" (e.g. "POST /checkout"), taking the route from the
+// http.ServeMux pattern that matched; without one, "METHOD /concrete/path",
+// which the hints match to the route. The transport names a callee's
+// operation the same way.
 func Operation(r *http.Request) string {
 	p := r.Pattern
 	if p == "" {
-		return r.Method
+		if r.URL == nil {
+			return r.Method
+		}
+		return r.Method + " " + r.URL.Path
 	}
 	if i := strings.IndexAny(p, " \t"); i >= 0 { // "METHOD [host]/path"
 		p = strings.TrimLeft(p[i:], " \t")
