@@ -62,6 +62,7 @@ func StartCollector(ctx context.Context, cc CollectorConfig) (*Collector, error)
 	sc := store.DefaultConfig()
 	sc.DSN = cc.DSN
 	sc.AuditPerServicePerMinute = 1_000_000 // the demo audits every coincidental error
+	sc.ModelRefresh = cc.FlushInterval      // the demo's minutes are seconds
 	cfg.Store = configoptional.Some(sc)
 	cfg.Hints.NetAddr.Endpoint = hintsAddr
 	cfg.Hints.TTL = time.Second

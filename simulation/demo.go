@@ -150,10 +150,10 @@ func Demo(ctx context.Context, o DemoOptions) (rep *DemoReport, err error) {
 
 	rep = &DemoReport{ServedStore: map[Policy][]float64{}, ServedServers: map[Policy][]float64{},
 		Radius: map[Policy]store.RootSummary{}}
-	run := func(top *Topology, p Policy, route string, withHints bool, n int) (*RunResult, error) {
+	run := func(top *Topology, p Policy, route string, withHints bool, n int, addrs map[string]string) (*RunResult, error) {
 		r, err := Run(ctx, RunConfig{Topology: top, Policy: p, Route: route, Hints: withHints,
 			HintsURL: col.HintsURL, OTLPEndpoint: col.OTLPEndpoint, Requests: n, Concurrency: o.Concurrency,
-			BudgetRatio: BudgetRatio, BudgetMin: 0, Seed: o.Seed})
+			BudgetRatio: BudgetRatio, BudgetMin: 0, Seed: o.Seed, Addrs: addrs})
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", route, p, err)
 		}
@@ -169,7 +169,7 @@ func Demo(ctx context.Context, o DemoOptions) (rep *DemoReport, err error) {
 	progress("chain A→B→C→D→E→F→G, D always fails: %d root requests per policy, concurrency %d", o.ChainRequests, o.Concurrency)
 	chain := Chain()
 	for _, p := range ChainPolicies {
-		r, err := run(chain, p, prefix+"/chain/"+string(p), false, o.ChainRequests)
+		r, err := run(chain, p, prefix+"/chain/"+string(p), false, o.ChainRequests, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -182,16 +182,18 @@ func Demo(ctx context.Context, o DemoOptions) (rep *DemoReport, err error) {
 
 	progress("checkout scenario: recommendations (fail-open, fails 30%%), payments (fail-close, fails 5%%), checkout fails 10%% on its own")
 	checkout := Checkout()
-	noHints, err := run(checkout, Ownership, prefix+"/checkout", false, o.CheckoutRequests)
+	noHints, err := run(checkout, Ownership, prefix+"/checkout", false, o.CheckoutRequests, nil)
 	if err != nil {
 		return nil, err
 	}
 	progress("  waiting for the processor to learn recommendations is fail-open and serve it as a hint…")
-	if err := waitFailOpen(ctx, col.HintsURL, "GET "+prefix+"/checkout", 30*time.Second); err != nil {
+	recsAddr := noHints.Addrs["recommendations"]
+	if err := waitFailOpen(ctx, col.HintsURL, "GET "+prefix+"/checkout", recsAddr, 30*time.Second); err != nil {
 		return nil, err
 	}
-	progress("  hints: checkout → recommendations is fail_open")
-	withHints, err := run(checkout, Ownership, prefix+"/checkout", true, o.CheckoutRequests)
+	progress("  hints: checkout → recommendations (%s) is fail_open", recsAddr)
+	// The same services again, at the same addresses, now with the hints.
+	withHints, err := run(checkout, Ownership, prefix+"/checkout", true, o.CheckoutRequests, noHints.Addrs)
 	if err != nil {
 		return nil, err
 	}
@@ -266,12 +268,13 @@ func hintsLabel(h bool) string {
 }
 
 // waitFailOpen polls the hints endpoint until checkout's edge to
-// recommendations is fail-open.
-func waitFailOpen(ctx context.Context, base, op string, limit time.Duration) error {
+// recommendations is fail-open, asked as checkout's hooks will ask: by the
+// address they call.
+func waitFailOpen(ctx context.Context, base, op, addr string, limit time.Duration) error {
 	c := hints.New(base, "checkout")
 	deadline := time.Now().Add(limit)
 	for {
-		if _, err := c.Refresh(ctx); err == nil && c.Mode(op, "recommendations", op) == hooks.ModeFailOpen {
+		if _, err := c.Refresh(ctx); err == nil && c.Mode(op, addr, op) == hooks.ModeFailOpen {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -312,6 +315,15 @@ func coincidental(r *RunResult, audited map[string]bool) CoincidentalPhase {
 	return ph
 }
 
+// fraction prints a ratio to three places, "n/a" for NaN.
+func fraction(f float64) string {
+	if math.IsNaN(f) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.3f", f)
+}
+
+// ratio is a/b, NaN when b is 0 (printed as "n/a").
 func ratio(a, b int) float64 {
 	if b == 0 {
 		return math.NaN()
@@ -393,12 +405,14 @@ func (rep *DemoReport) Print(w io.Writer) {
 		if c.Hints {
 			label = "with hints (model learned)"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.3f\t%.3f\t%d\t%.1f%%\t\n", label, c.Requests, c.TrueCoincidental, c.Detected,
-			c.Precision, c.Recall, c.OwnFailures, 100*ratio(c.OwnClaimed, c.OwnFailures))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%d\t%.1f%%\t\n", label, c.Requests, c.TrueCoincidental, c.Detected,
+			fraction(c.Precision), fraction(c.Recall), c.OwnFailures, 100*ratio(c.OwnClaimed, c.OwnFailures))
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "(without hints checkout cannot know recommendations is fail-open, so an own failure that coincides")
-	fmt.Fprintln(w, " with a failed recommendations call is sent unclaimed; with hints it is claimed and audited)")
+	fmt.Fprintln(w, " with a failed recommendations call is sent unclaimed; with hints it is claimed and audited. The")
+	fmt.Fprintln(w, " processor judges by the model merged in PostgreSQL, read back every second here: while it learns,")
+	fmt.Fprintln(w, " its first verdicts call those errors propagated, hence the lower recall without hints)")
 
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "== Where the statistics are")

@@ -54,7 +54,9 @@ func TestDemo(t *testing.T) {
 
 	require.Len(t, rep.Coincidental, 2)
 	for _, c := range rep.Coincidental {
-		assert.GreaterOrEqual(t, c.Precision, 0.99, "coincidental precision (hints %v)", c.Hints)
+		if c.Detected > 0 { // while the model is learned, nothing may be audited yet
+			assert.GreaterOrEqual(t, c.Precision, 0.99, "coincidental precision (hints %v)", c.Hints)
+		}
 	}
 	learned := rep.Coincidental[1]
 	require.True(t, learned.Hints)

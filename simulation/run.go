@@ -65,6 +65,11 @@ type RunConfig struct {
 	// BudgetRatio and BudgetMin are the clients' retry budget limits.
 	BudgetRatio, BudgetMin float64
 	Seed                   uint64
+	// Addrs are the addresses the services listen on, by name, such as an
+	// earlier run's RunResult.Addrs, so that services keep their addresses
+	// from run to run as real ones do; a service not listed gets a free
+	// loopback port.
+	Addrs map[string]string
 }
 
 // TraceTruth is the ground truth of one root request.
@@ -92,6 +97,8 @@ type RunResult struct {
 	// RootFailed counts root requests answered with a server fault;
 	// Errors transport errors at the simulator.
 	RootFailed, Errors int
+	// Addrs are the addresses the services listened on, by name.
+	Addrs map[string]string
 }
 
 type truthBook struct {
@@ -245,7 +252,11 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 		}
 	}()
 	for i, sv := range top.Services {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		addr := cfg.Addrs[sv.Name]
+		if addr == "" {
+			addr = "127.0.0.1:0"
+		}
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return nil, err
 		}
@@ -279,8 +290,7 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 		for _, e := range s.Edges {
 			base := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}
 			s.closers = append(s.closers, base.CloseIdleConnections)
-			otelT := otelhttp.NewTransport(base, otelhttp.WithTracerProvider(s.tp), otelhttp.WithPropagators(prop),
-				otelhttp.WithSpanOptions(trace.WithAttributes(attribute.String("service.peer.name", e.Callee))))
+			otelT := otelhttp.NewTransport(base, otelhttp.WithTracerProvider(s.tp), otelhttp.WithPropagators(prop))
 			limits := hooks.Limits{Ratio: cfg.BudgetRatio, MinPerSecond: cfg.BudgetMin}
 			var rt http.RoundTripper
 			switch cfg.Policy {
@@ -289,13 +299,10 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 			case BudgetPolicy:
 				rt = &plainRetry{next: otelT, attempts: 2, budget: hooks.NewBudget(limits)}
 			case Ownership:
-				callee := e.Callee
 				opts := []hookshttp.Option{
 					hookshttp.WithBudget(hooks.NewBudget(limits)),
 					hookshttp.WithMaxAttempts(2),
 					hookshttp.WithBackoff(time.Millisecond, 2*time.Millisecond),
-					hookshttp.WithPeerService(func(*http.Request) string { return callee }),
-					hookshttp.WithPeerOperation(func(*http.Request) string { return op }),
 				}
 				if hintSrc != nil {
 					opts = append(opts, hookshttp.WithHints(hintSrc))
@@ -311,19 +318,21 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 		mux.Handle(op, s)
 		var h http.Handler = mux
 		if cfg.Policy == Ownership {
-			mopts := []hookshttp.Option{hookshttp.WithOperation(func(*http.Request) string { return op })}
+			var mopts []hookshttp.Option
 			if hintSrc != nil {
 				mopts = append(mopts, hookshttp.WithHints(hintSrc))
 			}
 			h = hookshttp.Middleware(h, mopts...)
 		}
-		h = otelhttp.NewHandler(h, op, otelhttp.WithTracerProvider(s.tp), otelhttp.WithPropagators(prop),
-			otelhttp.WithSpanNameFormatter(func(op string, _ *http.Request) string { return op }))
+		h = otelhttp.NewHandler(h, s.Name, otelhttp.WithTracerProvider(s.tp), otelhttp.WithPropagators(prop))
 		s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 		go func(s *simService) { _ = s.srv.Serve(s.ln) }(s)
 	}
 
-	res := &RunResult{Config: cfg, Start: start, Served: map[string]int64{}}
+	res := &RunResult{Config: cfg, Start: start, Served: map[string]int64{}, Addrs: map[string]string{}}
+	for _, s := range all {
+		res.Addrs[s.Name] = s.ln.Addr().String()
+	}
 	rootURL := url(top.Root)
 	driver := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 60 * time.Second}
 	defer driver.CloseIdleConnections()
