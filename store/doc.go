@@ -19,8 +19,10 @@
 //	claim_accuracy   (bucket, service, operation, claim_sent, verdict): requests
 //	edge_stats       (bucket, service, operation, peer_service, peer_operation):
 //	                 calls, failed_calls, attempts, retries,
-//	                 call_failed_request_failed, call_ok_request_failed and one
+//	                 call_failed_request_failed, call_ok_request_failed,
+//	                 failed_alone, failed_alone_request_failed and one
 //	                 column per retry.decision
+//	address_stats    (bucket, service, peer_service, address): calls
 //	depth_stats      (bucket, root_service, root_operation, depth, service): served
 //	root_stats       (bucket, root_service, root_operation): requests,
 //	                 storm_radius_max, storm_radius_sum
@@ -49,9 +51,12 @@
 //
 // The edge model is read from edge_stats (EdgeModel, EdgesFor; or SQL:
 // SELECT * FROM edge_model(since, half_life)): per edge, the failed calls
-// and those whose request failed too, summed with weights that halve every
-// half-life back from the newest bucket, judged by the engine's own rule
-// (dependencyanalysis.EdgeModel.Judge).
+// that were the only failed call of their request and those whose request
+// failed too, summed with weights that halve every half-life back from the
+// newest bucket (but never from later than the database's clock), with the
+// unweighted count min_samples is compared with, judged by the engine's own
+// rule (dependencyanalysis.ModelConfig.Judge); and the addresses from
+// address_stats.
 //
 // # Exactly once
 //

@@ -1,0 +1,337 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/errorownership/errorownership/hooks"
+	"github.com/errorownership/errorownership/hooks/hints"
+	"github.com/errorownership/errorownership/internal/e2e/shopapp/truth"
+	"github.com/errorownership/errorownership/store/pgtest"
+)
+
+// shopCollectorConfig is the README's collector configuration with a store
+// and the hints endpoint, with the timings of a test that lasts seconds.
+const shopCollectorConfig = `
+extensions:
+  health_check:
+    endpoint: %[1]s
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: %[2]s
+processors:
+  errorownership:
+    decision_wait: 1s
+    flush_interval: 1s
+    store:
+      dsn: %[3]q
+      bucket: 1s
+      model_refresh: 1s
+      audit_per_service_per_minute: 0
+    hints:
+      endpoint: %[4]s
+      ttl: 2s
+exporters:
+  debug:
+    verbosity: basic
+service:
+  extensions: [health_check]
+  telemetry:
+    metrics:
+      readers:
+        - pull:
+            exporter:
+              prometheus:
+                host: 127.0.0.1
+                port: %[5]d
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [errorownership]
+      exporters: [debug]
+`
+
+// shopService is one running shopapp process.
+type shopService struct {
+	name, addr string
+	truth      string
+	cmd        *exec.Cmd
+	log        *bytes.Buffer
+}
+
+// buildShop builds the shop app once per test binary.
+func buildShop(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "shopapp")
+	out, err := exec.Command("go", "build", "-o", bin, "./shopapp").CombinedOutput()
+	require.NoError(t, err, "building the shop app:\n%s", out)
+	return bin
+}
+
+// startShop starts one service of the shop and waits until it listens.
+func startShop(t *testing.T, bin, dir, otlp, role string, args ...string) *shopService {
+	t.Helper()
+	s := &shopService{name: role, truth: filepath.Join(dir, role+".jsonl"), log: &bytes.Buffer{}}
+	s.cmd = exec.Command(bin, append([]string{"-role", role, "-truth", s.truth}, args...)...)
+	s.cmd.Env = append(os.Environ(),
+		"OTEL_SERVICE_NAME="+role,
+		"OTEL_EXPORTER_OTLP_ENDPOINT=http://"+otlp,
+		"OTEL_BSP_SCHEDULE_DELAY=200",
+		"OTEL_BSP_MAX_QUEUE_SIZE=65536",
+	)
+	stdout, err := s.cmd.StdoutPipe()
+	require.NoError(t, err)
+	s.cmd.Stderr = s.log
+	require.NoError(t, s.cmd.Start())
+	t.Cleanup(func() {
+		if s.cmd.ProcessState == nil {
+			_ = s.cmd.Process.Kill()
+			_ = s.cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("%s log:\n%s", role, s.log)
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err, "%s did not say where it listens: %s", role, s.log)
+	s.addr = strings.TrimSpace(line)
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	return s
+}
+
+// stop ends the service with SIGTERM, which makes it export its last spans.
+func (s *shopService) stop(t *testing.T) {
+	t.Helper()
+	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, s.cmd.Wait(), "%s: %s", s.name, s.log)
+}
+
+// records reads the service's truth file, keyed by trace and span ID.
+func (s *shopService) records(t *testing.T) map[string]truth.Record {
+	t.Helper()
+	f, err := os.Open(s.truth)
+	require.NoError(t, err)
+	defer f.Close()
+	out := map[string]truth.Record{}
+	dec := json.NewDecoder(f)
+	for {
+		var r truth.Record
+		if err := dec.Decode(&r); err == io.EOF {
+			break
+		} else {
+			require.NoError(t, err)
+		}
+		out[r.TraceID+"/"+r.SpanID] = r
+	}
+	return out
+}
+
+// drive sends n shop requests over conc connections and returns the trace
+// IDs the frontend answered with.
+func drive(t *testing.T, frontend string, n, conc int, first int) map[string]bool {
+	t.Helper()
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: conc}}
+	defer client.CloseIdleConnections()
+	var next atomic.Int64
+	var mu sync.Mutex
+	traces := map[string]bool{}
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Go(func() {
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+				res, err := client.Get(fmt.Sprintf("http://%s/shop/%d", frontend, first+int(i)))
+				if !assert.NoError(t, err) {
+					return
+				}
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				mu.Lock()
+				traces[res.Header.Get(truth.TraceHeader)] = true
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return traces
+}
+
+// TestShopEndToEnd runs an app of four services, wired exactly as the
+// README's setup shows (otelhttp and the HTTP hooks, otelgrpc and the gRPC
+// hooks, the hint client, nothing else), against the built collector with
+// a store and the hints endpoint. checkout tolerates recommendations (gRPC)
+// failing, and often fails through payments (HTTP) failing at the same
+// time, which must not hide that the first edge is tolerated. Once the
+// model is learned, checkout must claim its own failures that coincide
+// with a recommendations failure, and the collector's verdicts must match
+// what the services know happened.
+func TestShopEndToEnd(t *testing.T) {
+	collectorBin := buildCollector(t)
+	shopBin := buildShop(t)
+	dsn := pgtest.Start(t).DSN()
+	dir := t.TempDir()
+
+	healthAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	otlpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	hintsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cfg := filepath.Join(dir, "otelcol.yaml")
+	require.NoError(t, os.WriteFile(cfg, fmt.Appendf(nil, shopCollectorConfig, healthAddr, otlpAddr, dsn, hintsAddr, freePort(t)), 0o644))
+	col := &collector{healthAddr: healthAddr, log: &bytes.Buffer{}}
+	col.cmd = exec.Command(collectorBin, "--config", cfg)
+	col.cmd.Stdout, col.cmd.Stderr = col.log, col.log
+	require.NoError(t, col.cmd.Start())
+	t.Cleanup(func() {
+		if col.cmd.ProcessState == nil {
+			_ = col.cmd.Process.Kill()
+			_ = col.cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("collector log:\n%s", col.log)
+		}
+	})
+	require.Eventually(t, func() bool {
+		res, err := http.Get("http://" + healthAddr + "/")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	}, 30*time.Second, 50*time.Millisecond, "the collector's health check never answered 200")
+	hintsURL := "http://" + hintsAddr
+
+	// Fault rates per attempt: the hooks retry within a 10 % budget, so a
+	// call fails less often than its callee.
+	payments := startShop(t, shopBin, dir, otlpAddr, "payments", "-hints", hintsURL, "-fault", "0.3", "-seed", "1")
+	recs := startShop(t, shopBin, dir, otlpAddr, "recommendations", "-hints", hintsURL, "-fault", "0.35", "-seed", "2")
+	checkout := startShop(t, shopBin, dir, otlpAddr, "checkout", "-hints", hintsURL, "-fault", "0.1", "-seed", "3",
+		"-payments", "http://"+payments.addr, "-recommendations", recs.addr)
+	frontend := startShop(t, shopBin, dir, otlpAddr, "frontend", "-hints", hintsURL, "-fault", "0", "-seed", "4",
+		"-checkout", "http://"+checkout.addr)
+
+	// Learning: the collector sees the traffic and learns the edges.
+	drive(t, frontend.addr, 2500, 8, 0)
+
+	// The tolerated edge is learned fail-open and reaches checkout's hooks,
+	// which know recommendations only by its address.
+	h := hints.New(hintsURL, "checkout")
+	var doc *hints.Hints
+	require.Eventually(t, func() bool {
+		if _, err := h.Refresh(context.Background()); err != nil {
+			return false
+		}
+		doc, _ = h.Hints()
+		return h.Mode("GET /checkout/{id}", recs.addr, "shop.Recommendations/List") == hooks.ModeFailOpen
+	}, time.Minute, 200*time.Millisecond, "recommendations never became fail_open in checkout's hints")
+	peers := map[string]hints.Edge{}
+	for _, e := range doc.Edges {
+		peers[e.PeerService] = e
+	}
+	require.Contains(t, peers, "recommendations", "edges are named by the callee's service.name")
+	require.Contains(t, peers, "payments")
+	assert.Contains(t, peers["recommendations"].PeerAddresses, recs.addr)
+	assert.Contains(t, peers["payments"].PeerAddresses, payments.addr)
+	assert.Equal(t, hooks.ModeFailClose, peers["payments"].Mode)
+	// checkout's own hint client polls every ttl (2s): let it catch up, and
+	// the collector's verdicts read the same model back (model_refresh 1s).
+	time.Sleep(3 * time.Second)
+
+	// Measured: the model is learned.
+	measuredFrom := time.Now().UTC().Truncate(time.Second)
+	measured := drive(t, frontend.addr, 3000, 8, 10_000)
+	for _, s := range []*shopService{frontend, checkout, payments, recs} {
+		s.stop(t) // exports every span
+	}
+	// decision_wait and a flush later everything is analysed and written;
+	// a graceful stop of the collector writes the last bucket.
+	time.Sleep(3 * time.Second)
+	require.NoError(t, col.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, col.cmd.Wait())
+
+	// What happened, by checkout's request (its server span).
+	type verdictCounts map[string]int
+	want := verdictCounts{}
+	coincidental := map[string]bool{}
+	claimedCoincidental, total := 0, 0
+	for key, r := range checkout.records(t) {
+		if !measured[r.TraceID] || r.Status < 500 {
+			continue
+		}
+		total++
+		failedRecs, failedPayments := false, false
+		for _, f := range r.Failed {
+			failedRecs = failedRecs || f == "recommendations"
+			failedPayments = failedPayments || f == "payments"
+		}
+		switch {
+		case failedPayments:
+			want["propagated"]++
+		case failedRecs:
+			want["coincidental"]++
+			coincidental[key] = true
+			if r.Claim == "claimed" {
+				claimedCoincidental++
+			}
+		default:
+			want["own"]++
+		}
+	}
+	require.Greater(t, want["coincidental"], 30, "too few coincidental errors to measure: %v", want)
+	assert.Equal(t, want["coincidental"], claimedCoincidental, "after learning, checkout claims every coincidental failure")
+
+	// What the collector found.
+	conn, err := pgx.Connect(context.Background(), dsn)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(context.Background(),
+		`SELECT trace_id || '/' || span_id FROM coincidental_audit WHERE service = 'checkout' AND time >= $1`, measuredFrom)
+	require.NoError(t, err)
+	audited, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	hit := 0
+	for _, k := range audited {
+		if coincidental[k] {
+			hit++
+		}
+	}
+	precision, recall := float64(hit)/float64(max(len(audited), 1)), float64(hit)/float64(len(coincidental))
+	t.Logf("checkout, measured phase: %d failed requests, truth %v; audited %d coincidental, precision %.3f, recall %.3f",
+		total, want, len(audited), precision, recall)
+	assert.GreaterOrEqual(t, precision, 0.99, "coincidental precision")
+	assert.GreaterOrEqual(t, recall, 0.95, "coincidental recall")
+
+	got := verdictCounts{}
+	var own, propagated, coinc int
+	require.NoError(t, conn.QueryRow(context.Background(),
+		`SELECT coalesce(sum(verdict_own), 0), coalesce(sum(verdict_propagated), 0), coalesce(sum(verdict_coincidental), 0)
+		 FROM operation_stats WHERE service = 'checkout' AND bucket >= $1`, measuredFrom).Scan(&own, &propagated, &coinc))
+	got["own"], got["propagated"], got["coincidental"] = own, propagated, coinc
+	for _, kind := range []string{"own", "propagated", "coincidental"} {
+		assert.InDelta(t, want[kind], got[kind], 0.01*float64(want[kind])+1, "checkout's %s verdicts", kind)
+	}
+
+	// Every edge is named by its callee's service.name, never an address.
+	rows, err = conn.Query(context.Background(), `SELECT DISTINCT service || ' > ' || peer_service FROM edge_stats ORDER BY 1`)
+	require.NoError(t, err)
+	edges, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	assert.Equal(t, []string{"checkout > payments", "checkout > recommendations", "frontend > checkout"}, edges)
+}
