@@ -27,7 +27,10 @@
 //
 // coincidental_audit holds one row per coincidental error, and flushes one
 // row per flush written. Names are strings (an absent callee is "unknown"),
-// so figures from collectors with different symbol tables merge.
+// so figures from collectors with different symbol tables merge. A name
+// longer than MaxNameBytes (512 bytes) is cut on a UTF-8 boundary and ends
+// in "…" and ten hex digits of the SHA-256 of the whole name, so that it
+// fits in an index entry and distinct long names stay distinct.
 //
 // Every statistics table and the audit log is range-partitioned by day
 // (UTC) into <table>_pYYYYMMDD. The writer creates the partitions of the

@@ -26,6 +26,9 @@ type Store struct {
 	// copyThreshold is defaultCopyThreshold; tests lower it to exercise
 	// the COPY path with few rows.
 	copyThreshold int
+	// maxName is MaxNameBytes; tests raise it to send the database names
+	// it cannot index.
+	maxName int
 
 	mu    sync.Mutex
 	days  map[int64]bool // UTC days (Unix days) whose partitions exist
@@ -57,7 +60,19 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: database %s: %s", redactDSN(cfg.DSN), parseProblem(cfg.DSN, err))
 	}
-	return &Store{pool: pool, cfg: cfg, owned: true, copyThreshold: defaultCopyThreshold, days: make(map[int64]bool), merge: make(map[int64]bool)}, nil
+	return storeOn(pool, cfg, true), nil
+}
+
+func storeOn(pool *pgxpool.Pool, cfg Config, owned bool) *Store {
+	return &Store{
+		pool:          pool,
+		cfg:           cfg,
+		owned:         owned,
+		copyThreshold: defaultCopyThreshold,
+		maxName:       MaxNameBytes,
+		days:          make(map[int64]bool),
+		merge:         make(map[int64]bool),
+	}
 }
 
 // New returns a store on the caller's pool, which Close leaves open.
@@ -65,7 +80,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Store{pool: pool, cfg: cfg, copyThreshold: defaultCopyThreshold, days: make(map[int64]bool), merge: make(map[int64]bool)}, nil
+	return storeOn(pool, cfg, false), nil
 }
 
 // Close closes the store's connections, if Open made them.
@@ -108,7 +123,7 @@ func (s *Store) Write(ctx context.Context, f Flush) (duplicate bool, err error) 
 
 // newBatch is newBatch with the store's bucket width and retention.
 func (s *Store) newBatch(f *Flush) *batch {
-	b := newBatch(f, s.cfg.Bucket)
+	b := newBatch(f, s.cfg.Bucket, s.maxName)
 	// Audit entries dated long before the bucket would land in partitions
 	// that retention drops (or recreate them); entries dated after it are
 	// clock nonsense. Either way one entry must not create partitions.

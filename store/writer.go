@@ -39,6 +39,9 @@ type WriterStats struct {
 	// (SQLSTATE class 22), which no retry can write; they are not in
 	// DroppedFlushes.
 	RejectedFlushes uint64
+	// NamesCut counts the names longer than MaxNameBytes that were cut
+	// before they were written, once per flush that wrote them.
+	NamesCut uint64
 	// AuditDropped counts coincidental-error audit entries left out by
 	// audit_per_service_per_minute or dated outside the retention window.
 	AuditDropped uint64
@@ -382,9 +385,10 @@ func (w *Writer) attempt(ctx context.Context, p *pending, migrated *bool) error 
 	if p.batch == nil {
 		p.batch = w.store.newBatch(&p.f)
 		p.f.Stats = nil // the rows are all we need now
-		if p.batch.auditDropped > 0 {
+		if p.batch.auditDropped > 0 || p.batch.namesCut > 0 {
 			w.mu.Lock()
 			w.stats.AuditDropped += uint64(p.batch.auditDropped)
+			w.stats.NamesCut += uint64(p.batch.namesCut)
 			w.mu.Unlock()
 		}
 	}
