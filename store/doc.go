@@ -9,7 +9,8 @@
 // The schema is versioned goose migrations embedded in the binary (Migrate;
 // the writer applies them as soon as it starts, in the background and
 // again until the database answers, replicas taking turns on an advisory
-// lock). SELECT * FROM schema_version shows the version.
+// lock; a reader of the edge model that finds the schema missing applies
+// them too). SELECT * FROM schema_version shows the version.
 //
 // The statistics tables hold sums per time bucket (Config.Bucket, one minute
 // by default) and key:

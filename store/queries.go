@@ -46,23 +46,35 @@ func (s *Store) edgeModel(ctx context.Context, caller *string, since time.Time, 
 	if err := ec.Validate(); err != nil {
 		return nil, fmt.Errorf("store: edge model: %w", err)
 	}
-	rows, err := s.pool.Query(ctx, `
+	read := func() ([]EdgeEstimate, error) {
+		rows, err := s.pool.Query(ctx, `
 SELECT service, operation, peer_service, peer_operation,
        call_failed, call_failed_request_failed, call_ok, call_ok_request_failed, last_seen
 FROM edge_model($1, $2::double precision * interval '1 second', $3)
 ORDER BY service, operation, peer_service, peer_operation`, since, halfLife.Seconds(), caller)
-	if err != nil {
-		return nil, fmt.Errorf("store: edge model: %w", err)
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(rows, func(r pgx.CollectableRow) (EdgeEstimate, error) {
+			var e EdgeEstimate
+			var c dependencyanalysis.EdgeCounts
+			err := r.Scan(&e.Service, &e.Operation, &e.PeerService, &e.PeerOperation,
+				&c.CallFailed, &c.CallFailedRequestFailed, &c.CallOK, &c.CallOKRequestFailed, &e.LastSeen)
+			e.Estimate = cfg.Judge(c)
+			e.LastSeen = e.LastSeen.UTC()
+			return e, err
+		})
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (EdgeEstimate, error) {
-		var e EdgeEstimate
-		var c dependencyanalysis.EdgeCounts
-		err := r.Scan(&e.Service, &e.Operation, &e.PeerService, &e.PeerOperation,
-			&c.CallFailed, &c.CallFailedRequestFailed, &c.CallOK, &c.CallOKRequestFailed, &e.LastSeen)
-		e.Estimate = cfg.Judge(c)
-		e.LastSeen = e.LastSeen.UTC()
-		return e, err
-	})
+	out, err := read()
+	if schemaMissing(err) {
+		// Readers such as the hints may ask before the writer has migrated
+		// a new database, or after the schema was dropped under a running
+		// collector: an empty model is the answer then, not an error.
+		if _, merr := s.Migrate(ctx); merr != nil {
+			return nil, fmt.Errorf("store: edge model: %w (and migrating: %w)", err, merr)
+		}
+		out, err = read()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: edge model: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/errorownership/errorownership/dependencyanalysis"
 	"github.com/errorownership/errorownership/store/pgtest"
 )
 
@@ -145,6 +146,43 @@ func TestWriterMigratesAtStart(t *testing.T) {
 				waitFor(t, time.Minute, "the recovery to be logged", func() bool {
 					return logs.FilterMessageSnippet("again").Len() == 1
 				})
+			}
+		})
+	}
+}
+
+// A reader that comes before the writer migrated, or after the schema was
+// dropped, gets an empty edge model, not an error.
+func TestEdgesForMigratesTheSchema(t *testing.T) {
+	tests := []struct {
+		name    string
+		prepare func(t *testing.T, s *Store)
+	}{
+		{"new database", func(*testing.T, *Store) {}},
+		{"schema dropped with its records", func(t *testing.T, s *Store) {
+			if _, err := s.Migrate(testContext(t)); err != nil {
+				t.Fatal(err)
+			}
+			dropSchema(t, s, true)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := testContext(t)
+			cfg := DefaultConfig()
+			cfg.DSN = pgtest.NewDatabase(t)
+			s, err := Open(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			tt.prepare(t, s)
+			edges, err := s.EdgesFor(ctx, "checkout", t0.Add(-time.Hour), cfg.HalfLife, dependencyanalysis.DefaultConfig().EdgeModel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(edges) != 0 || !schemaReady(t, s) {
+				t.Fatalf("%d edges, schema ready %v; want none, and the schema", len(edges), schemaReady(t, s))
 			}
 		})
 	}

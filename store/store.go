@@ -142,6 +142,14 @@ const (
 	codeUndefinedFunction = "42883" // the schema is gone
 )
 
+// schemaMissing reports whether err says a table or function of the schema
+// does not exist: the database is new and not migrated yet, or the schema
+// was dropped under a running collector.
+func schemaMissing(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == codeUndefinedTable || pgErr.Code == codeUndefinedFunction)
+}
+
 // Write writes one flush in one transaction, exactly once: it reports
 // duplicate (and writes nothing) if the flush's (Instance, Seq) was written
 // before. A Write that failed with an unknown outcome, such as a connection
