@@ -180,12 +180,18 @@ func (h *hintsServer) start(ctx context.Context, host component.Host, set compon
 	return nil
 }
 
-// shutdown stops the server and waits for it.
+// shutdown stops the server and waits for it until ctx ends, then closes
+// the connections still open, which cancels their requests' contexts: a
+// request waiting for a database that does not answer must not hold the
+// processor's shutdown.
 func (h *hintsServer) shutdown(ctx context.Context) error {
 	if h.srv == nil {
 		return nil
 	}
 	err := h.srv.Shutdown(ctx)
+	if err != nil {
+		err = errors.Join(fmt.Errorf("hints: requests still in flight at shutdown: %w", err), h.srv.Close())
+	}
 	h.serving.Wait()
 	return err
 }
