@@ -66,11 +66,13 @@ func defaultHintsConfig() HintsConfig {
 // calling every Validate, does not report them twice: Config.Validate does.
 func (c *HintsConfig) validate() error {
 	var errs []error
-	if c.TTL < time.Second {
-		errs = append(errs, fmt.Errorf("hints.ttl: %v must be at least 1s, such as 30s", c.TTL))
+	if c.TTL < minHintsTTL {
+		errs = append(errs, tooShort("hints.ttl", c.TTL, minHintsTTL, "30s"))
 	}
-	if c.Refresh <= 0 || c.Refresh > c.TTL {
-		errs = append(errs, fmt.Errorf("hints.refresh: %v must be positive and at most hints.ttl (%v), such as 1s", c.Refresh, c.TTL))
+	if c.Refresh < minHintsRefresh {
+		errs = append(errs, tooShort("hints.refresh", c.Refresh, minHintsRefresh, "1s"))
+	} else if c.Refresh > c.TTL {
+		errs = append(errs, fmt.Errorf("hints.refresh: %v must be at most hints.ttl (%v), such as 1s", c.Refresh, c.TTL))
 	}
 	if r := c.RetryBudget.Ratio; !(r >= 0 && r <= 1) {
 		errs = append(errs, fmt.Errorf("hints.retry_budget.ratio: %v must be between 0 and 1, such as 0.1", r))

@@ -171,8 +171,9 @@ func TestHintsConfigValidate(t *testing.T) {
 		want   string
 	}{
 		{"defaults", func(*HintsConfig) {}, ""},
-		{"ttl too short", func(h *HintsConfig) { h.TTL = 0 }, "hints.ttl: 0s must be at least 1s"},
-		{"refresh above ttl", func(h *HintsConfig) { h.Refresh = time.Hour }, "hints.refresh: 1h0m0s must be positive and at most hints.ttl"},
+		{"no ttl", func(h *HintsConfig) { h.TTL = 0 }, "hints.ttl: 0s must be positive, such as 30s"},
+		{"ttl too short", func(h *HintsConfig) { h.TTL = 500 * time.Millisecond }, "hints.ttl: 500ms must be at least 1s, such as 30s"},
+		{"refresh above ttl", func(h *HintsConfig) { h.Refresh = time.Hour }, "hints.refresh: 1h0m0s must be at most hints.ttl"},
 		{"ratio", func(h *HintsConfig) { h.RetryBudget.Ratio = 1.5 }, "hints.retry_budget.ratio: 1.5 must be between 0 and 1"},
 		{"floor", func(h *HintsConfig) { h.RetryBudget.MinRetriesPerSecond = -1 }, "hints.retry_budget.min_retries_per_second: -1 must not be negative"},
 	}
