@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/confighttp"
@@ -209,10 +211,12 @@ func (h *hintsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusMethodNotAllowed, "use GET")
 		return
 	}
-	service, ok := serviceParam(r.URL.RawQuery)
+	// The service name goes to the cache, the logs and the database: it
+	// must be one short, printable UTF-8 string.
+	service, problem := serviceParam(r.URL.RawQuery)
 	switch {
-	case !ok:
-		httpError(w, http.StatusBadRequest, "the query string is malformed: ask for "+hints.Path+"?service=NAME")
+	case problem != "":
+		httpError(w, http.StatusBadRequest, problem+": ask for "+hints.Path+"?service=NAME")
 		return
 	case service == "":
 		httpError(w, http.StatusBadRequest, "the service query parameter is missing: ask for "+hints.Path+"?service=NAME")
@@ -310,22 +314,45 @@ func (h *hintsServer) encode(service string, edges []hints.Edge, now time.Time) 
 }
 
 // serviceParam finds the service parameter in a raw query string without
-// building the map url.ParseQuery would; ok is false for a malformed escape.
-func serviceParam(raw string) (service string, ok bool) {
+// building the map url.ParseQuery would. It returns a problem, to answer
+// 400 with, for a service parameter given twice, a malformed escape in it,
+// or a name that is not valid UTF-8 or holds control characters (NUL, line
+// breaks, terminal escapes): no service is called so, and such a name must
+// reach neither the logs nor the database.
+func serviceParam(raw string) (service, problem string) {
+	found := false
 	for part := range strings.SplitSeq(raw, "&") {
 		k, v, _ := strings.Cut(part, "=")
-		if k != "service" {
+		// Other parameters are not ours to judge, even malformed ones.
+		if k, ok := unescape(k); !ok || k != "service" {
 			continue
 		}
-		if strings.ContainsAny(v, "%+") {
-			var err error
-			if v, err = url.QueryUnescape(v); err != nil {
-				return "", false
-			}
+		if found {
+			return "", "the service query parameter is given more than once; ask for one service"
 		}
-		return v, true
+		found = true
+		var ok bool
+		if service, ok = unescape(v); !ok {
+			return "", "the query string is malformed"
+		}
 	}
-	return "", true
+	switch {
+	case !utf8.ValidString(service):
+		return "", "the service query parameter is not valid UTF-8"
+	case strings.ContainsFunc(service, unicode.IsControl):
+		return "", "the service query parameter holds control characters"
+	}
+	return service, ""
+}
+
+// unescape decodes a query string key or value, sparing the common case
+// that needs no decoding; ok is false for a malformed escape.
+func unescape(s string) (string, bool) {
+	if !strings.ContainsAny(s, "%+") {
+		return s, true
+	}
+	u, err := url.QueryUnescape(s)
+	return u, err == nil
 }
 
 // etagMatches implements If-None-Match's weak comparison.
