@@ -134,7 +134,7 @@ type Writer struct {
 	cancel context.CancelFunc
 
 	// Owned by the writing goroutine.
-	failures, rejections logLimit
+	failures, rejections, repairs logLimit
 }
 
 type auditKey struct {
@@ -463,8 +463,10 @@ func (w *Writer) write(ctx context.Context, p *pending, migrated *bool, backoff 
 			p.repaired |= need
 			if need&repairSchema != 0 {
 				*migrated = false
-				w.log.Info("A table or function of the store's schema is missing; running the migrations again",
-					zap.String("sqlstate", code), zap.Stringer("store", w.store))
+				if w.repairs.allow(w.now(), w.logEvery) {
+					w.log.Info("A table or function of the store's schema is missing; running the migrations again",
+						zap.String("sqlstate", code), zap.Stringer("store", w.store))
+				}
 			}
 			w.mu.Lock()
 			w.stats.Retries++
