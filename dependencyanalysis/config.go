@@ -116,6 +116,9 @@ func (c *Config) Validate() error {
 	if m.HalfLife < 0 {
 		errs = append(errs, fmt.Errorf("edge_model.half_life: %v must not be negative; use 0 to keep observations forever", m.HalfLife))
 	}
+	if n := len(c.Attributes.PeerService); n > maxPeerServiceNames {
+		errs = append(errs, fmt.Errorf("attributes.peer_service: %d names, but only the first %d are read; keep at most %d, the most specific first", n, maxPeerServiceNames, maxPeerServiceNames))
+	}
 	for _, list := range []struct {
 		key   string
 		names []string

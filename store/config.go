@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
@@ -41,12 +42,27 @@ type Config struct {
 	// WriteTimeout bounds one attempt at writing a flush, so that a database
 	// that stopped answering cannot hold the writer forever.
 	WriteTimeout time.Duration `mapstructure:"write_timeout"`
+	// ShutdownTimeout bounds how long Writer.Shutdown keeps writing what is
+	// queued, the last flush included: the collector's own shutdown has no
+	// deadline, and a database that is down or refuses every write must not
+	// keep the collector from stopping. What is left then is dropped,
+	// counted and logged.
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
 }
+
+// Minimums of the duration keys: below them a value is a mistake, most
+// often a bare number, which the collector reads as nanoseconds.
+const (
+	minBucket          = time.Second
+	minModelRefresh    = time.Second
+	minWriteTimeout    = time.Second
+	minShutdownTimeout = 100 * time.Millisecond
+)
 
 // DefaultConfig returns the defaults: PG* environment variables, 1,000,000
 // pending rows, 30 days' retention, one-minute buckets, 100 audit entries per
-// service per minute, the model read back every 10 seconds and a 1-minute
-// write timeout.
+// service per minute, the model read back every 10 seconds, a 1-minute
+// write timeout and a 5-second shutdown timeout.
 func DefaultConfig() Config {
 	return Config{
 		MaxPendingRows:           1_000_000,
@@ -55,6 +71,7 @@ func DefaultConfig() Config {
 		AuditPerServicePerMinute: 100,
 		ModelRefresh:             10 * time.Second,
 		WriteTimeout:             time.Minute,
+		ShutdownTimeout:          5 * time.Second,
 	}
 }
 
@@ -71,24 +88,44 @@ func (c *Config) Validate() error {
 	if c.Retention < 0 {
 		errs = append(errs, fmt.Errorf("store.retention: %v must not be negative; use 0 to keep everything", c.Retention))
 	} else if c.Retention > 0 && c.Retention < 24*time.Hour {
-		errs = append(errs, fmt.Errorf("store.retention: %v is shorter than the daily partitions; use at least 24h, or 0 to keep everything", c.Retention))
+		errs = append(errs, fmt.Errorf("store.retention: %v is shorter than the daily partitions; use at least 24h, or 0 to keep everything%s", c.Retention, bareNumber(c.Retention, "720h")))
 	}
 	switch {
-	case c.Bucket < time.Second:
-		errs = append(errs, fmt.Errorf("store.bucket: %v must be at least 1s, such as 1m", c.Bucket))
+	case c.Bucket < minBucket:
+		errs = append(errs, tooShort("store.bucket", c.Bucket, minBucket, "1m"))
 	case c.Bucket > time.Hour || (24*time.Hour)%c.Bucket != 0:
 		errs = append(errs, fmt.Errorf("store.bucket: %v must divide a day and be at most 1h, such as 1m or 5m", c.Bucket))
 	}
 	if c.AuditPerServicePerMinute < 0 {
 		errs = append(errs, fmt.Errorf("store.audit_per_service_per_minute: %d must not be negative; use 0 for no limit", c.AuditPerServicePerMinute))
 	}
-	if c.ModelRefresh < time.Second {
-		errs = append(errs, fmt.Errorf("store.model_refresh: %v must be at least 1s, such as 10s", c.ModelRefresh))
+	if c.ModelRefresh < minModelRefresh {
+		errs = append(errs, tooShort("store.model_refresh", c.ModelRefresh, minModelRefresh, "10s"))
 	}
-	if c.WriteTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("store.write_timeout: %v must be positive, such as 1m", c.WriteTimeout))
+	if c.WriteTimeout < minWriteTimeout {
+		errs = append(errs, tooShort("store.write_timeout", c.WriteTimeout, minWriteTimeout, "1m"))
+	}
+	if c.ShutdownTimeout < minShutdownTimeout {
+		errs = append(errs, tooShort("store.shutdown_timeout", c.ShutdownTimeout, minShutdownTimeout, "5s"))
 	}
 	return errors.Join(errs...)
+}
+
+// tooShort reports a duration key below its minimum, naming an example.
+func tooShort(key string, d, least time.Duration, example string) error {
+	if d <= 0 {
+		return fmt.Errorf("%s: %v must be positive, such as %s", key, d, example)
+	}
+	return fmt.Errorf("%s: %v must be at least %v%s", key, d, least, cmp.Or(bareNumber(d, example), ", such as "+example))
+}
+
+// bareNumber explains a duration under a millisecond, which nobody means
+// for these keys but which a number written without a unit becomes.
+func bareNumber(d time.Duration, example string) string {
+	if d > 0 && d < time.Millisecond {
+		return "; a bare number is read as nanoseconds; write a unit, such as " + example
+	}
+	return ""
 }
 
 // redactDSN describes a connection string by its host, port, database and

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -65,21 +66,37 @@ func TestConfigValidate(t *testing.T) {
 		name   string
 		change func(*Config)
 		key    string // "" for valid
+		says   string // a fragment of the message
 	}{
-		{"defaults", func(*Config) {}, ""},
-		{"keep forever", func(c *Config) { c.Retention = 0 }, ""},
-		{"no audit limit", func(c *Config) { c.AuditPerServicePerMinute = 0 }, ""},
-		{"five-minute buckets", func(c *Config) { c.Bucket = 5 * time.Minute }, ""},
-		{"no pending rows", func(c *Config) { c.MaxPendingRows = 0 }, "store.max_pending_rows"},
-		{"negative retention", func(c *Config) { c.Retention = -time.Hour }, "store.retention"},
-		{"retention under a day", func(c *Config) { c.Retention = time.Hour }, "store.retention"},
-		{"tiny bucket", func(c *Config) { c.Bucket = time.Millisecond }, "store.bucket"},
-		{"bucket not dividing a day", func(c *Config) { c.Bucket = 7 * time.Minute }, "store.bucket"},
-		{"bucket over an hour", func(c *Config) { c.Bucket = 2 * time.Hour }, "store.bucket"},
-		{"negative audit limit", func(c *Config) { c.AuditPerServicePerMinute = -1 }, "store.audit_per_service_per_minute"},
-		{"model read back too often", func(c *Config) { c.ModelRefresh = 5 * time.Millisecond }, "store.model_refresh"},
-		{"no write timeout", func(c *Config) { c.WriteTimeout = 0 }, "store.write_timeout"},
-		{"bad dsn", func(c *Config) { c.DSN = "port=notaport" }, "store.dsn"},
+		{"defaults", func(*Config) {}, "", ""},
+		{"keep forever", func(c *Config) { c.Retention = 0 }, "", ""},
+		{"no audit limit", func(c *Config) { c.AuditPerServicePerMinute = 0 }, "", ""},
+		{"five-minute buckets", func(c *Config) { c.Bucket = 5 * time.Minute }, "", ""},
+		{"no pending rows", func(c *Config) { c.MaxPendingRows = 0 }, "store.max_pending_rows", ""},
+		{"negative retention", func(c *Config) { c.Retention = -time.Hour }, "store.retention", ""},
+		{"retention under a day", func(c *Config) { c.Retention = time.Hour }, "store.retention", ""},
+		{"tiny bucket", func(c *Config) { c.Bucket = time.Millisecond }, "store.bucket", ""},
+		{"bucket not dividing a day", func(c *Config) { c.Bucket = 7 * time.Minute }, "store.bucket", ""},
+		{"bucket over an hour", func(c *Config) { c.Bucket = 2 * time.Hour }, "store.bucket", ""},
+		{"negative audit limit", func(c *Config) { c.AuditPerServicePerMinute = -1 }, "store.audit_per_service_per_minute", ""},
+		{"model read back too often", func(c *Config) { c.ModelRefresh = 5 * time.Millisecond }, "store.model_refresh", "5ms must be at least 1s, such as 10s"},
+		{"no write timeout", func(c *Config) { c.WriteTimeout = 0 }, "store.write_timeout", "must be positive, such as 1m"},
+		{"bad dsn", func(c *Config) { c.DSN = "port=notaport" }, "store.dsn", ""},
+		{"shutdown timeout of a second", func(c *Config) { c.ShutdownTimeout = time.Second }, "", ""},
+		// A bare number is read as nanoseconds: every duration key says so.
+		{"bare retention", func(c *Config) { c.Retention = 720 }, "store.retention",
+			"720ns is shorter than the daily partitions; use at least 24h, or 0 to keep everything; a bare number is read as nanoseconds; write a unit, such as 720h"},
+		{"bare bucket", func(c *Config) { c.Bucket = 60 }, "store.bucket",
+			"60ns must be at least 1s; a bare number is read as nanoseconds; write a unit, such as 1m"},
+		{"bare model refresh", func(c *Config) { c.ModelRefresh = 10 }, "store.model_refresh",
+			"10ns must be at least 1s; a bare number is read as nanoseconds; write a unit, such as 10s"},
+		{"bare write timeout", func(c *Config) { c.WriteTimeout = 60 }, "store.write_timeout",
+			"60ns must be at least 1s; a bare number is read as nanoseconds; write a unit, such as 1m"},
+		{"write timeout under a second", func(c *Config) { c.WriteTimeout = 10 * time.Millisecond }, "store.write_timeout", "10ms must be at least 1s, such as 1m"},
+		{"no shutdown timeout", func(c *Config) { c.ShutdownTimeout = 0 }, "store.shutdown_timeout", "0s must be positive, such as 5s"},
+		{"bare shutdown timeout", func(c *Config) { c.ShutdownTimeout = 5 }, "store.shutdown_timeout",
+			"5ns must be at least 100ms; a bare number is read as nanoseconds; write a unit, such as 5s"},
+		{"shutdown timeout too short", func(c *Config) { c.ShutdownTimeout = 10 * time.Millisecond }, "store.shutdown_timeout", "10ms must be at least 100ms, such as 5s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,6 +110,8 @@ func TestConfigValidate(t *testing.T) {
 				t.Fatalf("Validate() = nil, want an error about %s", tt.key)
 			case tt.key != "" && !strings.HasPrefix(err.Error(), tt.key+":"):
 				t.Fatalf("Validate() = %q, want it to name %s", err, tt.key)
+			case !strings.Contains(fmt.Sprint(err), tt.says):
+				t.Fatalf("Validate() = %q, want it to say %q", err, tt.says)
 			}
 		})
 	}

@@ -7,8 +7,10 @@
 // # Schema
 //
 // The schema is versioned goose migrations embedded in the binary (Migrate;
-// the writer applies them before its first write, replicas taking turns on
-// an advisory lock). SELECT * FROM schema_version shows the version.
+// the writer applies them as soon as it starts, in the background and
+// again until the database answers, replicas taking turns on an advisory
+// lock; a reader of the edge model that finds the schema missing applies
+// them too). SELECT * FROM schema_version shows the version.
 //
 // The statistics tables hold sums per time bucket (Config.Bucket, one minute
 // by default) and key:
@@ -29,7 +31,10 @@
 //
 // coincidental_audit holds one row per coincidental error, and flushes one
 // row per flush written. Names are strings (an absent callee is "unknown"),
-// so figures from collectors with different symbol tables merge.
+// so figures from collectors with different symbol tables merge. A name
+// longer than MaxNameBytes (512 bytes) is cut on a UTF-8 boundary and ends
+// in "…" and ten hex digits of the SHA-256 of the whole name, so that it
+// fits in an index entry and distinct long names stay distinct.
 //
 // Every statistics table and the audit log is range-partitioned by day
 // (UTC) into <table>_pYYYYMMDD. The writer creates the partitions of the
@@ -80,6 +85,14 @@
 // returns. The queue is bounded by Config.MaxPendingRows: past it the oldest
 // flushes are dropped and counted (WriterStats). Audit entries are further
 // limited per service and minute (Config.AuditPerServicePerMinute).
+//
+// A flush the database refuses with an error no retry can fix (SQLSTATE
+// classes 22, 23, 42 and 54, after the repairs Writer describes) is
+// rejected and counted rather than retried, so that it never holds up the
+// flushes behind it. Failures are logged without flooding the log: the
+// first at once, then a line a minute at most, then the recovery.
+// Writer.Shutdown writes what is queued for at most
+// Config.ShutdownTimeout, then drops, counts and logs the rest.
 //
 // Connection strings never appear in errors with their password: the store
 // describes a database by host, port, database and user only.

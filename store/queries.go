@@ -52,51 +52,63 @@ func (s *Store) edgeModel(ctx context.Context, caller *string, since time.Time, 
 	if err := ec.Validate(); err != nil {
 		return nil, fmt.Errorf("store: edge model: %w", err)
 	}
-	var out []EdgeEstimate
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `
+	read := func() (out []EdgeEstimate, err error) {
+		err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, `
 SELECT service, operation, peer_service, peer_operation,
        failed, failed_request_failed, samples, ok, ok_request_failed, last_seen
 FROM edge_model($1, $2::double precision * interval '1 second', $3)
 ORDER BY service, operation, peer_service, peer_operation`, since, halfLife.Seconds(), caller)
-		if err != nil {
-			return err
-		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (EdgeEstimate, error) {
-			var e EdgeEstimate
-			var c dependencyanalysis.EdgeCounts
-			var samples int64
-			err := r.Scan(&e.Service, &e.Operation, &e.PeerService, &e.PeerOperation,
-				&c.Failed, &c.FailedRequestFailed, &samples, &c.OK, &c.OKRequestFailed, &e.LastSeen)
-			c.Samples = float64(samples)
-			e.Estimate = cfg.Judge(c)
-			e.LastSeen = e.LastSeen.UTC()
-			return e, err
-		})
-		if err != nil {
-			return err
-		}
-		rows, err = tx.Query(ctx, `
+			if err != nil {
+				return err
+			}
+			out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (EdgeEstimate, error) {
+				var e EdgeEstimate
+				var c dependencyanalysis.EdgeCounts
+				var samples int64
+				err := r.Scan(&e.Service, &e.Operation, &e.PeerService, &e.PeerOperation,
+					&c.Failed, &c.FailedRequestFailed, &samples, &c.OK, &c.OKRequestFailed, &e.LastSeen)
+				c.Samples = float64(samples)
+				e.Estimate = cfg.Judge(c)
+				e.LastSeen = e.LastSeen.UTC()
+				return e, err
+			})
+			if err != nil {
+				return err
+			}
+			rows, err = tx.Query(ctx, `
 SELECT service, peer_service, address FROM address_stats
 WHERE bucket >= $1 AND ($2::text IS NULL OR service = $2)
 GROUP BY service, peer_service, address
 ORDER BY service, peer_service, address`, since, caller)
-		if err != nil {
+			if err != nil {
+				return err
+			}
+			type pair struct{ service, peer string }
+			addresses := make(map[pair][]string)
+			var svc, peer, addr string
+			_, err = pgx.ForEachRow(rows, []any{&svc, &peer, &addr}, func() error {
+				k := pair{svc, peer}
+				addresses[k] = append(addresses[k], addr)
+				return nil
+			})
+			for i := range out {
+				out[i].PeerAddresses = addresses[pair{out[i].Service, out[i].PeerService}]
+			}
 			return err
-		}
-		type pair struct{ service, peer string }
-		addresses := make(map[pair][]string)
-		var svc, peer, addr string
-		_, err = pgx.ForEachRow(rows, []any{&svc, &peer, &addr}, func() error {
-			k := pair{svc, peer}
-			addresses[k] = append(addresses[k], addr)
-			return nil
 		})
-		for i := range out {
-			out[i].PeerAddresses = addresses[pair{out[i].Service, out[i].PeerService}]
+		return out, err
+	}
+	out, err := read()
+	if schemaMissing(err) {
+		// Readers such as the hints may ask before the writer has migrated
+		// a new database, or after the schema was dropped under a running
+		// collector: an empty model is the answer then, not an error.
+		if _, merr := s.Migrate(ctx); merr != nil {
+			return nil, fmt.Errorf("store: edge model: %w (and migrating: %w)", err, merr)
 		}
-		return err
-	})
+		out, err = read()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: edge model: %w", err)
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"math"
 	"slices"
@@ -125,6 +126,8 @@ type batch struct {
 	// auditDropped counts audit entries left out (dated outside the
 	// retention window around the bucket).
 	auditDropped int
+	// namesCut counts the distinct names cut to the name bound.
+	namesCut int
 }
 
 type auditRow struct {
@@ -168,6 +171,37 @@ func claimCells(op *dependencyanalysis.OperationStats) int {
 	return n
 }
 
+// MaxNameBytes bounds the names the store writes: services, operations,
+// peers. A statistics table's primary key holds up to four names, and a
+// PostgreSQL B-tree index entry at most 2704 bytes, so a longer name (a
+// database span named by its whole SQL statement, say) would make its flush
+// fail however often it is tried (SQLSTATE 54000). A longer name is cut on a
+// UTF-8 boundary and ends in nameCutMarker and the first hashBytes bytes of
+// the whole name's SHA-256 in hex, MaxNameBytes bytes in all, so that a
+// reader sees it was cut and distinct long names stay distinct.
+const MaxNameBytes = 512
+
+// nameCutMarker separates a cut name from the hash of the whole.
+const nameCutMarker = "…"
+
+// hashBytes is how much of the SHA-256 a cut name keeps: 40 bits.
+const hashBytes = 5
+
+// cutName returns name cut to limit bytes, if it is longer, and whether it
+// was.
+func cutName(name string, limit int) (string, bool) {
+	if len(name) <= limit {
+		return name, false
+	}
+	sum := sha256.Sum256([]byte(name))
+	tail := nameCutMarker + hex.EncodeToString(sum[:hashBytes])
+	cut := max(limit-len(tail), 0)
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return name[:cut] + tail, true
+}
+
 // cleanText makes s acceptable as PostgreSQL text, which must be valid
 // UTF-8 without NUL bytes, where span names need be neither: one bad name
 // must not make a whole flush fail forever.
@@ -198,6 +232,8 @@ var (
 // dictionary ranks the names a batch uses. Symbols resolve once each.
 type dictionary struct {
 	table  *dependencyanalysis.Symbols
+	limit  int    // longest name in bytes; longer ones are cut
+	cut    int    // distinct names cut
 	used   []bool // by symbol
 	extra  []string
 	names  []string // sorted, distinct
@@ -218,8 +254,12 @@ func (d *dictionary) rank() {
 	resolved := make([]string, len(d.used))
 	for sym, ok := range d.used {
 		if ok && sym != 0 && d.table != nil {
-			resolved[sym] = cleanText(d.table.Name(dependencyanalysis.Symbol(sym)))
-			names = append(names, resolved[sym])
+			name, cut := cutName(cleanText(d.table.Name(dependencyanalysis.Symbol(sym))), d.limit)
+			if cut {
+				d.cut++
+			}
+			resolved[sym] = name
+			names = append(names, name)
 		}
 	}
 	slices.Sort(names)
@@ -251,11 +291,15 @@ func (d *dictionary) peer(sym dependencyanalysis.Symbol) uint32 {
 func (d *dictionary) name(sym dependencyanalysis.Symbol) string { return d.names[d.of(sym)] }
 
 // newBatch turns a flush into rows, sorted by key within each table with
-// equal keys merged. The order matters: concurrent writers lock rows in
-// the same order and so never deadlock. Equal keys arise when two symbols
-// resolve to one name (an absent peer and a peer named "unknown").
-func newBatch(f *Flush, bucket time.Duration) *batch {
-	b := &batch{instance: f.Instance, seq: int64(f.Seq), bucket: f.Bucket.Truncate(bucket).UTC()}
+// equal keys merged, its names cut to maxName bytes. The order matters:
+// concurrent writers lock rows in the same order and so never deadlock.
+// Equal keys arise when two symbols resolve to one name (an absent peer and
+// a peer named "unknown").
+func newBatch(f *Flush, bucket time.Duration, maxName int) *batch {
+	// The instance is part of the flushes table's key: it is bounded
+	// like a name, keeping distinct instances distinct.
+	instance, _ := cutName(cleanText(f.Instance), maxName)
+	b := &batch{instance: instance, seq: int64(f.Seq), bucket: f.Bucket.Truncate(bucket).UTC()}
 	for i, spec := range allSpecs {
 		b.tables[i].spec = spec
 	}
@@ -265,7 +309,7 @@ func newBatch(f *Flush, bucket time.Duration) *batch {
 	}
 
 	// First pass: which names the rows use.
-	d := &dictionary{table: f.Names, extra: []string{"", unknownPeer}}
+	d := &dictionary{table: f.Names, limit: maxName, extra: []string{"", unknownPeer}}
 	d.extra = append(d.extra, claimNames[:]...)
 	d.extra = append(d.extra, verdictNames[1:]...)
 	d.use(dependencyanalysis.NoSymbol)
@@ -302,6 +346,7 @@ func newBatch(f *Flush, bucket time.Duration) *batch {
 	}
 	d.rank()
 	b.names = d.names
+	b.namesCut = d.cut
 
 	var claimRank [3]uint32
 	for i, n := range claimNames {

@@ -26,6 +26,15 @@ type Store struct {
 	// copyThreshold is defaultCopyThreshold; tests lower it to exercise
 	// the COPY path with few rows.
 	copyThreshold int
+	// maxName is MaxNameBytes; tests raise it to send the database names
+	// it cannot index.
+	maxName int
+	// secrets are what may be the DSN's password, for redact.
+	secrets []string
+	// migrating lets one Migrate run at a time in this process, so that
+	// the writer and readers repairing a missing schema do not contend for
+	// the migrations' advisory lock, which is probed once a second.
+	migrating chan struct{}
 
 	mu    sync.Mutex
 	days  map[int64]bool // UTC days (Unix days) whose partitions exist
@@ -57,7 +66,31 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: database %s: %s", redactDSN(cfg.DSN), parseProblem(cfg.DSN, err))
 	}
-	return &Store{pool: pool, cfg: cfg, owned: true, copyThreshold: defaultCopyThreshold, days: make(map[int64]bool), merge: make(map[int64]bool)}, nil
+	return storeOn(pool, cfg, true), nil
+}
+
+func storeOn(pool *pgxpool.Pool, cfg Config, owned bool) *Store {
+	return &Store{
+		pool:          pool,
+		cfg:           cfg,
+		owned:         owned,
+		copyThreshold: defaultCopyThreshold,
+		maxName:       MaxNameBytes,
+		migrating:     make(chan struct{}, 1),
+		days:          make(map[int64]bool),
+		merge:         make(map[int64]bool),
+		secrets:       slices.DeleteFunc(append(secrets(cfg.DSN), pool.Config().ConnConfig.Password), func(s string) bool { return s == "" }),
+	}
+}
+
+// redact hides the DSN's password, and the password the pool connects with
+// (from PGPASSWORD, say), in text that may quote it, such as an error
+// about to be logged.
+func (s *Store) redact(text string) string {
+	for _, secret := range s.secrets {
+		text = strings.ReplaceAll(text, secret, "xxxxx")
+	}
+	return text
 }
 
 // New returns a store on the caller's pool, which Close leaves open.
@@ -65,7 +98,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Store{pool: pool, cfg: cfg, copyThreshold: defaultCopyThreshold, days: make(map[int64]bool), merge: make(map[int64]bool)}, nil
+	return storeOn(pool, cfg, false), nil
 }
 
 // Close closes the store's connections, if Open made them.
@@ -88,11 +121,33 @@ func (s *Store) String() string {
 }
 
 // Migrate applies the schema migrations the database lacks and returns the
-// schema version.
+// schema version. Calls in one process take turns.
 func (s *Store) Migrate(ctx context.Context) (int64, error) {
+	select {
+	case s.migrating <- struct{}{}:
+	case <-ctx.Done():
+		return 0, fmt.Errorf("store: migrating the schema: %w", context.Cause(ctx))
+	}
+	defer func() { <-s.migrating }()
 	db := stdlib.OpenDBFromPool(s.pool)
 	defer db.Close()
 	return Migrate(ctx, db)
+}
+
+// SQLSTATE codes the store repairs: see Writer.
+const (
+	codeUniqueViolation   = "23505" // a plain insert met rows: merge instead
+	codeCheckViolation    = "23514" // no partition for a row: create it
+	codeUndefinedTable    = "42P01" // a partition or the schema is gone
+	codeUndefinedFunction = "42883" // the schema is gone
+)
+
+// schemaMissing reports whether err says a table or function of the schema
+// does not exist: the database is new and not migrated yet, or the schema
+// was dropped under a running collector.
+func schemaMissing(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == codeUndefinedTable || pgErr.Code == codeUndefinedFunction)
 }
 
 // Write writes one flush in one transaction, exactly once: it reports
@@ -108,7 +163,7 @@ func (s *Store) Write(ctx context.Context, f Flush) (duplicate bool, err error) 
 
 // newBatch is newBatch with the store's bucket width and retention.
 func (s *Store) newBatch(f *Flush) *batch {
-	b := newBatch(f, s.cfg.Bucket)
+	b := newBatch(f, s.cfg.Bucket, s.maxName)
 	// Audit entries dated long before the bucket would land in partitions
 	// that retention drops (or recreate them); entries dated after it are
 	// clock nonsense. Either way one entry must not create partitions.
@@ -383,9 +438,9 @@ func (s *Store) writeError(b *batch, what string, err error) error {
 	if errors.As(err, &pgErr) {
 		s.mu.Lock()
 		switch pgErr.Code {
-		case "23514", "42P01": // check_violation: no partition for a row; undefined_table: the partition is gone
+		case codeCheckViolation, codeUndefinedTable:
 			clear(s.days)
-		case "23505": // unique_violation
+		case codeUniqueViolation:
 			if len(s.merge) > 1000 {
 				clear(s.merge)
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/zap"
 )
 
 // Backoff between attempts at a failed write.
@@ -22,6 +23,11 @@ const (
 
 // retentionEvery is how often the writer drops expired partitions.
 const retentionEvery = time.Hour
+
+// logEvery is how often, at most, the writer logs that writes keep failing
+// (and, separately, that flushes keep being rejected): a database down for
+// an hour must not fill the log with a line per attempt.
+const logEvery = time.Minute
 
 // WriterStats are a Writer's counters, for telemetry.
 type WriterStats struct {
@@ -35,10 +41,18 @@ type WriterStats struct {
 	// DroppedFlushes and DroppedRows count what the queue bound (or a
 	// Shutdown deadline, or Enqueue after Shutdown) made the writer give up.
 	DroppedFlushes, DroppedRows uint64
-	// RejectedFlushes counts flushes the database refused as malformed
-	// (SQLSTATE class 22), which no retry can write; they are not in
-	// DroppedFlushes.
+	// RejectedFlushes counts flushes the database refused with an error no
+	// retry can fix: SQLSTATE class 22 (data exception), 23 (integrity
+	// constraint violation), 42 (syntax error or access rule violation) or
+	// 54 (program limit exceeded), once the repairs the writer knows were
+	// tried (see Writer). Their rows are not written, and are in neither
+	// DroppedFlushes nor DroppedRows.
 	RejectedFlushes uint64
+	// RejectedRows counts the rows of the rejected flushes.
+	RejectedRows uint64
+	// NamesCut counts the names longer than MaxNameBytes that were cut
+	// before they were written, once per flush that wrote them.
+	NamesCut uint64
 	// AuditDropped counts coincidental-error audit entries left out by
 	// audit_per_service_per_minute or dated outside the retention window.
 	AuditDropped uint64
@@ -56,22 +70,50 @@ type WriterStats struct {
 type pending struct {
 	batch *batch
 	rows  int // the queue bound uses it
+	// repaired holds the repairs tried for this flush: each is tried once,
+	// so that a refusal that outlives its repair cannot hold the queue.
+	repaired repair
 }
 
 // Writer writes flushes to a Store from its own goroutine, so that the
 // pipeline never waits for the database: Enqueue only appends to a queue
 // bounded by Config.MaxPendingRows, dropping (and counting) the oldest
-// flushes beyond it. The goroutine writes the queue in order, each flush
-// exactly once (Store.Write), retrying failures with exponential backoff
-// from 100 ms to 30 s, so that it outlasts a database outage and catches up
-// afterwards. It also migrates the schema before the first write and drops
-// expired partitions every hour.
+// flushes beyond it. The goroutine migrates the schema as soon as it starts
+// (trying again in the background while the database is down), then writes
+// the queue in order, each flush exactly once (Store.Write), retrying
+// failures with exponential backoff from 100 ms to 30 s, so that it
+// outlasts a database outage and catches up afterwards. It drops expired
+// partitions every hour.
+//
+// A flush the database refuses with an error no retry can fix is rejected
+// (counted in WriterStats.RejectedFlushes and logged) rather than retried,
+// so that it never holds up the flushes behind it: SQLSTATE classes 22
+// (data exception: text PostgreSQL cannot hold), 23 (integrity constraint
+// violation), 42 (syntax error or access rule violation: a missing
+// privilege) and 54 (program limit exceeded: an index entry too large).
+// Four codes in those classes have a repair, which is tried once per
+// flush before the flush is tried again: 23505 unique_violation (a bucket
+// holds rows no recorded flush wrote: merge into them), 23514
+// check_violation (no partition for a row: create the partitions), and
+// 42P01 undefined_table and 42883 undefined_function (a partition or the
+// schema was dropped: create the partitions and run the migrations again).
+// A flush refused again after its repair is rejected. Anything else (the
+// connection, the server shutting down, a deadlock, a full disk) is
+// retried.
+//
+// Failures are logged, if the writer has a logger (WithLogger), without
+// flooding: the first failure at once, then at most one line a minute
+// saying how many attempts failed meanwhile, and one line when a write
+// succeeds again. Logged errors never show the DSN's password.
 type Writer struct {
 	store *Store
 	cfg   Config
+	log   *zap.Logger
 
 	// Test hooks.
 	minBackoff, maxBackoff time.Duration
+	logEvery               time.Duration
+	now                    func() time.Time
 
 	mu         sync.Mutex
 	queue      []*pending // queue[head:] waits; a ring would save little
@@ -90,6 +132,9 @@ type Writer struct {
 	wake   chan struct{}
 	done   chan struct{}
 	cancel context.CancelFunc
+
+	// Owned by the writing goroutine.
+	failures, rejections, repairs logLimit
 }
 
 type auditKey struct {
@@ -97,18 +142,34 @@ type auditKey struct {
 	minute  int64
 }
 
+// A WriterOption configures a Writer.
+type WriterOption func(*Writer)
+
+// WithLogger makes the writer log its failures, rate-limited, its
+// rejections and what shutdown left unwritten to l.
+func WithLogger(l *zap.Logger) WriterOption {
+	return func(w *Writer) { w.log = l }
+}
+
 // NewWriter returns a writer to s. Start it; Enqueue may be called before.
-func NewWriter(s *Store) *Writer {
-	return &Writer{
+func NewWriter(s *Store, opts ...WriterOption) *Writer {
+	w := &Writer{
 		store:      s,
 		cfg:        s.cfg,
+		log:        zap.NewNop(),
 		minBackoff: minBackoff,
 		maxBackoff: maxBackoff,
+		logEvery:   logEvery,
+		now:        time.Now,
 		instance:   NewInstanceID(),
 		audit:      make(map[auditKey]int),
 		wake:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
 	}
+	for _, o := range opts {
+		o(w)
+	}
+	return w
 }
 
 // NewInstanceID returns a name for a collector instance that is unique per
@@ -164,6 +225,7 @@ func (w *Writer) Enqueue(f Flush) {
 	}
 	b := w.store.newBatch(&f)
 	w.stats.AuditDropped += uint64(b.auditDropped)
+	w.stats.NamesCut += uint64(b.namesCut)
 	n := b.rows()
 	if w.stopped || n > w.cfg.MaxPendingRows {
 		w.stats.DroppedFlushes++
@@ -242,10 +304,13 @@ func (w *Writer) Stats() WriterStats {
 	return st
 }
 
-// Shutdown writes what is pending until ctx ends, then stops the writer and
-// reports what it could not write (counted as dropped). It does not close
-// the Store.
+// Shutdown writes what is pending until ctx ends or Config.ShutdownTimeout
+// passes, whichever is first, then stops the writer and reports what it
+// could not write: counted as dropped, logged, and returned as the error.
+// It does not close the Store.
 func (w *Writer) Shutdown(ctx context.Context) error {
+	ctx, cancelTimeout := context.WithTimeout(ctx, w.cfg.ShutdownTimeout)
+	defer cancelTimeout()
 	w.mu.Lock()
 	if !w.started {
 		w.started, w.stopped = true, true
@@ -284,28 +349,41 @@ func (w *Writer) Shutdown(ctx context.Context) error {
 	}
 	w.stats.DroppedFlushes += uint64(flushes)
 	w.stats.DroppedRows += uint64(rows)
-	return fmt.Errorf("store: shutdown left %d flushes (%d rows) unwritten to %s: %w (last error: %v)",
-		flushes, rows, w.store, context.Cause(ctx), w.stats.LastError)
+	lastErr := "none"
+	if w.stats.LastError != nil {
+		lastErr = w.store.redact(w.stats.LastError.Error())
+	}
+	w.log.Error("Shutdown left error-ownership statistics unwritten; they are dropped",
+		zap.Int("flushes", flushes), zap.Int("rows", rows), zap.Stringer("store", w.store),
+		zap.Duration("shutdown_timeout", w.cfg.ShutdownTimeout), zap.String("last_error", lastErr))
+	return fmt.Errorf("store: shutdown left %d flushes (%d rows) unwritten to %s: %w (last error: %s)",
+		flushes, rows, w.store, context.Cause(ctx), lastErr)
+}
+
+// take takes the oldest waiting flush, if one waits; if none does, it
+// reports whether the writer is draining, under the same lock, so that a
+// flush enqueued just before Shutdown is not left behind.
+func (w *Writer) take() (p *pending, draining bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.head == len(w.queue) {
+		return nil, w.draining
+	}
+	p = w.queue[w.head]
+	w.queue[w.head] = nil
+	w.head++
+	w.queuedRows -= p.rows
+	w.inflight = p
+	return p, false
 }
 
 // next takes the oldest waiting flush, waiting for one; it returns nil when
 // the writer drains and nothing is left, or ctx ends.
 func (w *Writer) next(ctx context.Context) *pending {
 	for {
-		w.mu.Lock()
-		if w.head < len(w.queue) {
-			p := w.queue[w.head]
-			w.queue[w.head] = nil
-			w.head++
-			w.queuedRows -= p.rows
-			w.inflight = p
-			w.mu.Unlock()
+		p, draining := w.take()
+		if p != nil || draining {
 			return p
-		}
-		draining := w.draining
-		w.mu.Unlock()
-		if draining {
-			return nil
 		}
 		select {
 		case <-w.wake:
@@ -321,53 +399,252 @@ func (w *Writer) run(ctx context.Context) {
 	var lastRetention time.Time
 	backoff := time.Duration(0) // before jitter
 	for {
-		p := w.next(ctx)
-		if p == nil {
-			return
-		}
-		for {
-			err := w.attempt(ctx, p, &migrated)
-			if err == nil {
-				backoff = 0
-				break
-			}
-			if ctx.Err() != nil {
-				return // Shutdown gave up; it counts the flush in flight
-			}
-			var pgErr *pgconn.PgError
-			if errors.As(err, &pgErr) && len(pgErr.Code) == 5 && pgErr.Code[:2] == "22" {
-				// A data exception will fail however often it is retried;
-				// holding on to it would block every later flush.
-				w.mu.Lock()
-				w.stats.RejectedFlushes++
-				w.inflight = nil
-				w.mu.Unlock()
-				break
-			}
-			w.mu.Lock()
-			w.stats.Retries++
-			w.mu.Unlock()
-			backoff = min(max(2*backoff, w.minBackoff), w.maxBackoff)
-			t := time.NewTimer(jitter(backoff))
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
+		var p *pending
+		if migrated {
+			if p = w.next(ctx); p == nil {
 				return
 			}
+		} else if next, draining := w.take(); next != nil {
+			p = next
+		} else if draining {
+			return
+		} else {
+			// Nothing to write yet: migrate now rather than at the first
+			// flush, so that readers (the hints) find the schema.
+			if err := w.migrate(ctx); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				w.failed(err)
+				// A flush or Shutdown ends the wait early.
+				if !w.pause(ctx, &backoff, w.wake) {
+					return
+				}
+				continue
+			}
+			migrated, backoff = true, 0
+			w.succeeded()
+			continue
+		}
+		w.write(ctx, p, &migrated, &backoff)
+		if ctx.Err() != nil {
+			return // Shutdown gave up; it counts the flush in flight
 		}
 		if w.cfg.Retention > 0 && migrated && time.Since(lastRetention) >= retentionEvery {
-			// After a successful write, so the database is up. A failure
-			// is reported and tried again in an hour.
+			// After a write, so the database is up. A failure is logged
+			// and tried again in an hour.
 			lastRetention = time.Now()
 			rctx, cancel := context.WithTimeout(ctx, w.cfg.WriteTimeout)
 			_, err := w.store.DropPartitionsBefore(rctx, time.Now().Add(-w.cfg.Retention))
 			cancel()
 			if err != nil {
-				w.fail(err)
+				w.record(err)
+				w.log.Warn("Cannot drop the store's expired partitions; trying again in an hour",
+					zap.Stringer("store", w.store), zap.String("error", w.store.redact(err.Error())))
 			}
 		}
 	}
+}
+
+// write writes p, retrying and repairing, until it is written, rejected,
+// or ctx ends.
+func (w *Writer) write(ctx context.Context, p *pending, migrated *bool, backoff *time.Duration) {
+	for {
+		err := w.attempt(ctx, p, migrated)
+		if err == nil {
+			*backoff = 0
+			w.succeeded()
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		code, need, permanent := classify(err)
+		if permanent && need != 0 && p.repaired&need == 0 {
+			// The repair is made by writeError (partitions, merging) or
+			// by the next attempt (migrating), which comes at once.
+			p.repaired |= need
+			if need&repairSchema != 0 {
+				*migrated = false
+				if w.repairs.allow(w.now(), w.logEvery) {
+					w.log.Info("A table or function of the store's schema is missing; running the migrations again",
+						zap.String("sqlstate", code), zap.Stringer("store", w.store))
+				}
+			}
+			w.mu.Lock()
+			w.stats.Retries++
+			w.mu.Unlock()
+			continue
+		}
+		if permanent {
+			w.reject(p, code, err)
+			return
+		}
+		w.mu.Lock()
+		w.stats.Retries++
+		w.mu.Unlock()
+		w.failed(err)
+		if !w.pause(ctx, backoff, nil) {
+			return
+		}
+	}
+}
+
+// pause waits out the next backoff. It returns false if ctx ended first,
+// and true early if wake says so.
+func (w *Writer) pause(ctx context.Context, backoff *time.Duration, wake <-chan struct{}) bool {
+	*backoff = min(max(2**backoff, w.minBackoff), w.maxBackoff)
+	t := time.NewTimer(jitter(*backoff))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-wake:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// reject gives p up: the database refused it with an error no retry fixes.
+func (w *Writer) reject(p *pending, code string, err error) {
+	w.mu.Lock()
+	w.stats.RejectedFlushes++
+	w.stats.RejectedRows += uint64(p.rows)
+	w.inflight = nil
+	w.mu.Unlock()
+	w.record(err)
+	now := w.now()
+	if !w.rejections.allow(now, w.logEvery) {
+		return
+	}
+	fields := []zap.Field{
+		zap.String("sqlstate", code), zap.String("error", w.store.redact(err.Error())),
+		zap.Time("bucket", p.batch.bucket), zap.Int("rows", p.rows), zap.Stringer("store", w.store),
+	}
+	if n := w.rejections.takeSuppressed(); n > 0 {
+		fields = append(fields, zap.Int("rejected_unlogged", n))
+	}
+	msg := "The database refused an error-ownership statistics flush with an error no retry can fix; it was dropped"
+	if p.repaired&repairSchema != 0 && (code == codeUndefinedTable || code == codeUndefinedFunction) {
+		msg += ". Running the migrations again did not restore the schema: its tables or functions were dropped while " +
+			MigrationsTable + " still records them; drop " + MigrationsTable + " too and the writer recreates the schema"
+	}
+	w.log.Error(msg, fields...)
+}
+
+// failed logs a failed attempt that will be retried: the first of an
+// outage at once, then at most one line per logEvery.
+func (w *Writer) failed(err error) {
+	now := w.now()
+	first := !w.failures.failing
+	w.failures.fail(now)
+	if !w.failures.allow(now, w.logEvery) {
+		return
+	}
+	st := w.Stats()
+	fields := []zap.Field{
+		zap.Stringer("store", w.store), zap.String("error", w.store.redact(err.Error())),
+		zap.Int("pending_flushes", st.PendingFlushes), zap.Int("pending_rows", st.PendingRows),
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		fields = append(fields, zap.String("sqlstate", pgErr.Code))
+	}
+	if first {
+		w.log.Warn("Cannot write error-ownership statistics to the store; retrying in the background, the flushes wait in memory", fields...)
+		return
+	}
+	fields = append(fields, zap.Int("failed_attempts", w.failures.attempts),
+		zap.Duration("failing_for", now.Sub(w.failures.since).Round(time.Millisecond)),
+		zap.Int("failures_unlogged", w.failures.takeSuppressed()))
+	w.log.Warn("Still cannot write error-ownership statistics to the store", fields...)
+}
+
+// succeeded logs the recovery after failures.
+func (w *Writer) succeeded() {
+	if !w.failures.failing {
+		return
+	}
+	now := w.now()
+	w.log.Info("Writing error-ownership statistics to the store again",
+		zap.Stringer("store", w.store), zap.Int("failed_attempts", w.failures.attempts),
+		zap.Duration("after", now.Sub(w.failures.since).Round(time.Millisecond)))
+	w.failures = logLimit{}
+}
+
+// logLimit lets one log line through per interval and counts the rest.
+type logLimit struct {
+	failing    bool      // for failures: since the last success
+	since      time.Time // the first failure
+	attempts   int       // failed attempts since then
+	last       time.Time // the last line logged
+	suppressed int       // lines not logged since then
+}
+
+func (l *logLimit) fail(now time.Time) {
+	if !l.failing {
+		l.failing, l.since, l.attempts = true, now, 0
+	}
+	l.attempts++
+}
+
+// allow reports whether a line may be logged now, counting it if not.
+func (l *logLimit) allow(now time.Time, every time.Duration) bool {
+	if !l.last.IsZero() && now.Sub(l.last) < every {
+		l.suppressed++
+		return false
+	}
+	l.last = now
+	return true
+}
+
+func (l *logLimit) takeSuppressed() int {
+	n := l.suppressed
+	l.suppressed = 0
+	return n
+}
+
+// repair is a set of repairs a refused write may need.
+type repair uint8
+
+const (
+	repairSchema     repair = 1 << iota // run the migrations again (and create the partitions)
+	repairPartitions                    // create the partitions
+	repairMerge                         // merge into the bucket's rows
+)
+
+// classify says whether err is a refusal no retry fixes as such
+// (permanent), and which repair, if any, may fix it.
+func classify(err error) (code string, need repair, permanent bool) {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return "", 0, false
+	}
+	code = pgErr.Code
+	switch code {
+	case codeUndefinedTable, codeUndefinedFunction:
+		return code, repairSchema, true
+	case codeCheckViolation:
+		return code, repairPartitions, true
+	case codeUniqueViolation:
+		return code, repairMerge, true
+	}
+	if len(code) == 5 {
+		switch code[:2] {
+		case "22", "23", "42", "54":
+			return code, 0, true
+		}
+	}
+	return code, 0, false
+}
+
+// migrate runs the migrations, bounded by the write timeout.
+func (w *Writer) migrate(ctx context.Context) error {
+	mctx, cancel := context.WithTimeout(ctx, w.cfg.WriteTimeout)
+	defer cancel()
+	_, err := w.store.Migrate(mctx)
+	return w.record(err)
 }
 
 // attempt makes one attempt at writing p, migrating the schema first if
@@ -377,13 +654,13 @@ func (w *Writer) attempt(ctx context.Context, p *pending, migrated *bool) error 
 	defer cancel()
 	if !*migrated {
 		if _, err := w.store.Migrate(actx); err != nil {
-			return w.fail(err)
+			return w.record(err)
 		}
 		*migrated = true
 	}
 	dup, err := w.store.write(actx, p.batch)
 	if err != nil {
-		return w.fail(err)
+		return w.record(err)
 	}
 	w.mu.Lock()
 	if dup {
@@ -397,8 +674,11 @@ func (w *Writer) attempt(ctx context.Context, p *pending, migrated *bool) error 
 	return nil
 }
 
-// fail records err as the last error and returns it.
-func (w *Writer) fail(err error) error {
+// record records err, if not nil, as the last error and returns it.
+func (w *Writer) record(err error) error {
+	if err == nil {
+		return nil
+	}
 	w.mu.Lock()
 	w.stats.LastError, w.stats.LastErrorTime = err, time.Now()
 	w.mu.Unlock()

@@ -71,10 +71,7 @@ receivers:
         endpoint: %[3]s
 processors:
   errorownership:
-    decision_wait: 300ms
-    flush_interval: 1s
-    edge_model:
-      half_life: 0s
+%[6]s
 exporters:
   debug:
     verbosity: basic
@@ -101,7 +98,21 @@ service:
       exporters: [file, debug]
 `
 
+// defaultProcessor is the errorownership section of the tests that need
+// no store.
+const defaultProcessor = `    decision_wait: 300ms
+    flush_interval: 1s
+    edge_model:
+      half_life: 0s`
+
 func startCollector(t *testing.T, bin string) *collector {
+	t.Helper()
+	return startCollectorWith(t, bin, defaultProcessor)
+}
+
+// startCollectorWith starts the collector with the given errorownership
+// section (indented by four spaces) and waits for its health check.
+func startCollectorWith(t *testing.T, bin, processorSection string) *collector {
 	t.Helper()
 	dir := t.TempDir()
 	metricsPort := freePort(t)
@@ -114,7 +125,7 @@ func startCollector(t *testing.T, bin string) *collector {
 		log:         &bytes.Buffer{},
 	}
 	cfg := filepath.Join(dir, "config.yaml")
-	require.NoError(t, os.WriteFile(cfg, fmt.Appendf(nil, configTemplate, c.healthAddr, c.grpcAddr, c.httpAddr, c.outFile, metricsPort), 0o644))
+	require.NoError(t, os.WriteFile(cfg, fmt.Appendf(nil, configTemplate, c.healthAddr, c.grpcAddr, c.httpAddr, c.outFile, metricsPort, processorSection), 0o644))
 	c.cmd = exec.Command(bin, "--config", cfg)
 	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
 	require.NoError(t, c.cmd.Start())
@@ -124,7 +135,9 @@ func startCollector(t *testing.T, bin string) *collector {
 			_ = c.cmd.Wait()
 		}
 		if t.Failed() {
-			t.Logf("collector log:\n%s", c.log)
+			// A password in the configuration must not reach the test
+			// output, even if the collector logged it.
+			t.Logf("collector log:\n%s", strings.ReplaceAll(c.log.String(), testPassword, "xxxxx"))
 		}
 	})
 	require.Eventually(t, func() bool {

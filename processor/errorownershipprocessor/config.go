@@ -1,12 +1,17 @@
 package errorownershipprocessor // import "github.com/errorownership/errorownership/processor/errorownershipprocessor"
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
 	"github.com/errorownership/errorownership/store"
@@ -19,6 +24,20 @@ const (
 	defaultMaxTraces     = 50_000
 	defaultMaxSpans      = 1_000_000
 	defaultFlushInterval = 30 * time.Second
+)
+
+// Bounds of the processor's keys. Below the minimums a duration is a
+// mistake, most often a bare number, which the collector reads as
+// nanoseconds: a decision_wait of 5 ns keeps an idle collector busy.
+// Workers beyond the maximum only cost memory, each holding its own
+// statistics, since there are never that many CPUs to run them.
+const (
+	minDecisionWait  = 100 * time.Millisecond
+	minFlushInterval = time.Second
+	minHalfLife      = time.Second // edge_model.half_life, unless 0
+	minHintsRefresh  = 100 * time.Millisecond
+	minHintsTTL      = time.Second
+	maxNumWorkers    = 1024
 )
 
 // Config configures the errorownership processor.
@@ -69,8 +88,8 @@ var _ component.Config = (*Config)(nil)
 // and the fix.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.DecisionWait <= 0 {
-		errs = append(errs, fmt.Errorf("decision_wait: %v must be positive, such as 5s: it is how long a trace may go without a new span before it is analysed", c.DecisionWait))
+	if c.DecisionWait < minDecisionWait {
+		errs = append(errs, tooShort("decision_wait", c.DecisionWait, minDecisionWait, "5s"))
 	}
 	if c.MaxTraces < 1 {
 		errs = append(errs, fmt.Errorf("max_traces: %d must be at least 1, such as %d", c.MaxTraces, defaultMaxTraces))
@@ -78,13 +97,63 @@ func (c *Config) Validate() error {
 	if c.MaxSpans < 1 {
 		errs = append(errs, fmt.Errorf("max_spans: %d must be at least 1, such as %d", c.MaxSpans, defaultMaxSpans))
 	}
-	if c.NumWorkers < 0 {
+	switch {
+	case c.NumWorkers < 0:
 		errs = append(errs, fmt.Errorf("num_workers: %d must not be negative; use 0 for one worker per CPU (GOMAXPROCS)", c.NumWorkers))
+	case c.NumWorkers > maxNumWorkers:
+		errs = append(errs, fmt.Errorf("num_workers: %d must be at most %d: workers beyond the CPUs only cost memory; use 0 for one worker per CPU (GOMAXPROCS)", c.NumWorkers, maxNumWorkers))
 	}
-	if c.FlushInterval <= 0 {
-		errs = append(errs, fmt.Errorf("flush_interval: %v must be positive, such as 30s", c.FlushInterval))
+	if c.FlushInterval < minFlushInterval {
+		errs = append(errs, tooShort("flush_interval", c.FlushInterval, minFlushInterval, "30s"))
+	}
+	// The engine reports a negative half-life; a positive one this short
+	// is a unit forgotten.
+	if hl := c.EdgeModel.HalfLife; hl > 0 && hl < minHalfLife {
+		errs = append(errs, fmt.Errorf("edge_model.half_life: %v must be 0 (observations never fade) or at least %v%s", hl, minHalfLife, cmp.Or(bareNumber(hl, "10m"), ", such as 10m")))
 	}
 	engine := c.Engine()
-	errs = append(errs, engine.Validate(), c.Hints.validate())
+	errs = append(errs, engine.Validate(), c.Hints.validate(), c.hintsWithoutEndpoint())
 	return errors.Join(errs...)
+}
+
+// hintsWithoutEndpoint reports hints keys set while hints.endpoint is not:
+// they do nothing, and the user most likely forgot the endpoint.
+func (c *Config) hintsWithoutEndpoint() error {
+	if c.Hints.NetAddr.Endpoint != "" {
+		return nil
+	}
+	set, def := confmap.New(), confmap.New()
+	if err := set.Marshal(c.Hints); err != nil {
+		return fmt.Errorf("hints: %w", err)
+	}
+	if err := def.Marshal(defaultHintsConfig()); err != nil {
+		return fmt.Errorf("hints: %w", err)
+	}
+	var keys []string
+	for _, k := range slices.Compact(slices.Sorted(slices.Values(append(set.AllKeys(), def.AllKeys()...)))) {
+		if !reflect.DeepEqual(set.Get(k), def.Get(k)) {
+			keys = append(keys, "hints."+strings.ReplaceAll(k, confmap.KeyDelimiter, "."))
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	return fmt.Errorf("hints: %s set, but hints.endpoint is not, so no hints are served; set hints.endpoint, such as 0.0.0.0:4320, or remove them", strings.Join(keys, ", "))
+}
+
+// tooShort reports a duration key below its minimum, naming an example.
+func tooShort(key string, d, least time.Duration, example string) error {
+	if d <= 0 {
+		return fmt.Errorf("%s: %v must be positive, such as %s", key, d, example)
+	}
+	return fmt.Errorf("%s: %v must be at least %v%s", key, d, least, cmp.Or(bareNumber(d, example), ", such as "+example))
+}
+
+// bareNumber explains a duration under a millisecond, which nobody means
+// for these keys but which a number written without a unit becomes.
+func bareNumber(d time.Duration, example string) string {
+	if d > 0 && d < time.Millisecond {
+		return "; a bare number is read as nanoseconds; write a unit, such as " + example
+	}
+	return ""
 }

@@ -109,14 +109,95 @@ func TestLoadConfig(t *testing.T) {
 			errs: []string{
 				"store.max_pending_rows: 0 must be at least 1",
 				"store.bucket: 7m0s must divide a day",
-				"hints.ttl: 0s must be at least 1s",
-				"hints.refresh: 1s must be positive and at most hints.ttl",
+				"hints.ttl: 0s must be positive, such as 30s",
+				"hints.refresh: 1s must be at most hints.ttl (0s), such as 1s",
+				"hints: hints.ttl set, but hints.endpoint is not, so no hints are served; set hints.endpoint, such as 0.0.0.0:4320, or remove them",
 			},
+		},
+		{
+			name: "store.shutdown_timeout",
+			id:   component.NewIDWithName(metadata.Type, "store_shutdown_timeout"),
+			want: func() *Config {
+				c := createDefaultConfig().(*Config)
+				sc := store.DefaultConfig()
+				sc.DSN = "postgres://collector@db.internal:5432/errorownership"
+				sc.ShutdownTimeout = 2 * time.Second
+				c.Store = configoptional.Some(sc)
+				return c
+			}(),
+		},
+		{
+			// The collector reads a number without a unit as nanoseconds.
+			name: "bare numbers as durations",
+			id:   component.NewIDWithName(metadata.Type, "bare_durations"),
+			errs: []string{
+				"decision_wait: 5ns must be at least 100ms; a bare number is read as nanoseconds; write a unit, such as 5s",
+				"flush_interval: 30ns must be at least 1s; a bare number is read as nanoseconds; write a unit, such as 30s",
+				"edge_model.half_life: 600ns must be 0 (observations never fade) or at least 1s; a bare number is read as nanoseconds; write a unit, such as 10m",
+				"hints.ttl: 30ns must be at least 1s; a bare number is read as nanoseconds; write a unit, such as 30s",
+				"hints.refresh: 1ns must be at least 100ms; a bare number is read as nanoseconds; write a unit, such as 1s",
+			},
+		},
+		{
+			name: "durations below their minimums",
+			id:   component.NewIDWithName(metadata.Type, "short_durations"),
+			errs: []string{
+				"decision_wait: 50ms must be at least 100ms, such as 5s",
+				"flush_interval: 500ms must be at least 1s, such as 30s",
+				"edge_model.half_life: 500ms must be 0 (observations never fade) or at least 1s, such as 10m",
+				"hints.refresh: 10ms must be at least 100ms, such as 1s",
+			},
+		},
+		{
+			name: "bare numbers as store durations",
+			id:   component.NewIDWithName(metadata.Type, "bare_store_durations"),
+			errs: []string{
+				"store.bucket: 60ns must be at least 1s; a bare number is read as nanoseconds; write a unit, such as 1m",
+				"store.retention: 720ns is shorter than the daily partitions; use at least 24h, or 0 to keep everything; a bare number is read as nanoseconds; write a unit, such as 720h",
+				"store.model_refresh: 10ns must be at least 1s; a bare number is read as nanoseconds; write a unit, such as 10s",
+				"store.write_timeout: 60ns must be at least 1s; a bare number is read as nanoseconds; write a unit, such as 1m",
+				"store.shutdown_timeout: 5ns must be at least 100ms; a bare number is read as nanoseconds; write a unit, such as 5s",
+			},
+		},
+		{
+			name: "store durations below their minimums",
+			id:   component.NewIDWithName(metadata.Type, "short_store_durations"),
+			errs: []string{
+				"store.write_timeout: 100ms must be at least 1s, such as 1m",
+				"store.shutdown_timeout: 10ms must be at least 100ms, such as 5s",
+			},
+		},
+		{
+			name: "no store.shutdown_timeout",
+			id:   component.NewIDWithName(metadata.Type, "no_shutdown_timeout"),
+			errs: []string{"store.shutdown_timeout: 0s must be positive, such as 5s"},
+		},
+		{
+			name: "too many workers",
+			id:   component.NewIDWithName(metadata.Type, "too_many_workers"),
+			errs: []string{"num_workers: 100000 must be at most 1024: workers beyond the CPUs only cost memory; use 0 for one worker per CPU (GOMAXPROCS)"},
+		},
+		{
+			name: "more peer_service names than are read",
+			id:   component.NewIDWithName(metadata.Type, "too_many_peer_service_names"),
+			errs: []string{"attributes.peer_service: 9 names, but only the first 8 are read; keep at most 8, the most specific first"},
+		},
+		{
+			name: "hints keys without an endpoint",
+			id:   component.NewIDWithName(metadata.Type, "hints_without_endpoint"),
+			errs: []string{"hints: hints.read_timeout, hints.retry_budget.ratio, hints.ttl set, but hints.endpoint is not, so no hints are served; set hints.endpoint, such as 0.0.0.0:4320, or remove them"},
 		},
 		{
 			name:         "misspelt key",
 			id:           component.NewIDWithName(metadata.Type, "unknown_key"),
 			unmarshalErr: "decison_wait",
+		},
+		{
+			// One half-life for the model, learned or read back from the
+			// store: edge_model.half_life.
+			name:         "store.half_life is gone",
+			id:           component.NewIDWithName(metadata.Type, "store_half_life"),
+			unmarshalErr: "half_life",
 		},
 	}
 	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))

@@ -173,8 +173,9 @@ type storeModel struct {
 	table   atomic.Pointer[dependencyanalysis.ModeTable]
 	current atomic.Pointer[edgeView]
 	failing atomic.Bool // the last read failed; logged once until one succeeds
+	first   sync.Mutex  // serialises the reads hints requests make before the first success
 
-	stop chan struct{}
+	stop context.CancelFunc // ends the reading, and a read in progress
 	done chan struct{}
 }
 
@@ -194,7 +195,21 @@ func (m *storeModel) modes() dependencyanalysis.Modes {
 	return dependencyanalysis.ModeTable(nil)
 }
 
-func (m *storeModel) view(context.Context) (*edgeView, error) {
+// view returns the model last read. Until a read has succeeded, a hints
+// request reads it itself (one at a time), so that hints are served as
+// soon as the database answers rather than at the next interval.
+func (m *storeModel) view(ctx context.Context) (*edgeView, error) {
+	if v := m.current.Load(); v != nil {
+		return v, nil
+	}
+	m.first.Lock()
+	defer m.first.Unlock()
+	if v := m.current.Load(); v != nil {
+		return v, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.interval)
+	defer cancel()
+	m.read(ctx)
 	if v := m.current.Load(); v != nil {
 		return v, nil
 	}
@@ -214,39 +229,51 @@ func (m *storeModel) symbols(keep func(dependencyanalysis.Symbol)) {
 
 // start reads the model now and every interval until shutdown, in the
 // background: the collector must start whether the database is up or not.
+// After a failed read the next comes sooner, from a second on, so that a
+// database that comes back is read again soon.
 func (m *storeModel) start() {
-	m.stop, m.done = make(chan struct{}), make(chan struct{})
+	var running context.Context
+	running, m.stop = context.WithCancel(context.Background())
+	m.done = make(chan struct{})
 	go func() {
 		defer close(m.done)
 		t := time.NewTimer(0)
 		defer t.Stop()
+		retry := time.Second
 		for {
 			select {
-			case <-m.stop:
+			case <-running.Done():
 				return
 			case <-t.C:
 			}
 			// The timeout bounds a read stuck on a database that stopped
 			// answering, so that the next one is tried.
-			ctx, cancel := context.WithTimeout(context.Background(), m.interval)
-			m.read(ctx)
+			ctx, cancel := context.WithTimeout(running, m.interval)
+			ok := m.read(ctx)
 			cancel()
-			t.Reset(m.interval)
+			if ok {
+				retry = time.Second
+				t.Reset(m.interval)
+				continue
+			}
+			t.Reset(min(retry, m.interval))
+			retry *= 2
 		}
 	}()
 }
 
-// shutdown stops the reading and waits for it.
+// shutdown stops the reading, cutting a read in progress short, and waits
+// for it.
 func (m *storeModel) shutdown() {
 	if m.stop != nil {
-		close(m.stop)
+		m.stop()
 		<-m.done
 	}
 }
 
 // read loads the merged model and publishes it for the verdicts and the
-// hints.
-func (m *storeModel) read(ctx context.Context) {
+// hints, and reports whether it could.
+func (m *storeModel) read(ctx context.Context) bool {
 	halfLife := m.cfg.HalfLife
 	window := storeWindow * halfLife
 	if window <= 0 {
@@ -255,11 +282,14 @@ func (m *storeModel) read(ctx context.Context) {
 	now := time.Now()
 	est, err := m.store.EdgeModel(ctx, now.Add(-window), halfLife, m.cfg)
 	if err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return false // shutting down, or the hints request went away
+		}
 		if !m.failing.Swap(true) {
 			m.logger.Warn("Cannot read the edge model from the store; verdicts and hints keep the last one read",
 				zap.Error(err))
 		}
-		return
+		return false
 	}
 	if m.failing.Swap(false) {
 		m.logger.Info("Reading the edge model from the store again")
@@ -285,6 +315,7 @@ func (m *storeModel) read(ctx context.Context) {
 	m.inUse.RUnlock()
 	v.sort()
 	m.current.Store(v)
+	return true
 }
 
 func (m *storeModel) key(e *store.EdgeEstimate) (dependencyanalysis.EdgeKey, bool) {

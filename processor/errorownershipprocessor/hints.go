@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/confighttp"
@@ -63,11 +65,13 @@ func defaultHintsConfig() HintsConfig {
 // calling every Validate, does not report them twice: Config.Validate does.
 func (c *HintsConfig) validate() error {
 	var errs []error
-	if c.TTL < time.Second {
-		errs = append(errs, fmt.Errorf("hints.ttl: %v must be at least 1s, such as 30s", c.TTL))
+	if c.TTL < minHintsTTL {
+		errs = append(errs, tooShort("hints.ttl", c.TTL, minHintsTTL, "30s"))
 	}
-	if c.Refresh <= 0 || c.Refresh > c.TTL {
-		errs = append(errs, fmt.Errorf("hints.refresh: %v must be positive and at most hints.ttl (%v), such as 1s", c.Refresh, c.TTL))
+	if c.Refresh < minHintsRefresh {
+		errs = append(errs, tooShort("hints.refresh", c.Refresh, minHintsRefresh, "1s"))
+	} else if c.Refresh > c.TTL {
+		errs = append(errs, fmt.Errorf("hints.refresh: %v must be at most hints.ttl (%v), such as 1s", c.Refresh, c.TTL))
 	}
 	if r := c.RetryBudget.Ratio; !(r >= 0 && r <= 1) {
 		errs = append(errs, fmt.Errorf("hints.retry_budget.ratio: %v must be between 0 and 1, such as 0.1", r))
@@ -127,12 +131,18 @@ func (h *hintsServer) start(ctx context.Context, host component.Host, set compon
 	return nil
 }
 
-// shutdown stops the server and waits for it.
+// shutdown stops the server and waits for it until ctx ends, then closes
+// the connections still open, which cancels their requests' contexts: a
+// request waiting for a database that does not answer must not hold the
+// processor's shutdown.
 func (h *hintsServer) shutdown(ctx context.Context) error {
 	if h.srv == nil {
 		return nil
 	}
 	err := h.srv.Shutdown(ctx)
+	if err != nil {
+		err = errors.Join(fmt.Errorf("hints: requests still in flight at shutdown: %w", err), h.srv.Close())
+	}
 	h.serving.Wait()
 	return err
 }
@@ -148,10 +158,12 @@ func (h *hintsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusMethodNotAllowed, "use GET")
 		return
 	}
-	service, ok := serviceParam(r.URL.RawQuery)
+	// The service name goes to the cache, the logs and the database: it
+	// must be one short, printable UTF-8 string.
+	service, problem := serviceParam(r.URL.RawQuery)
 	switch {
-	case !ok:
-		httpError(w, http.StatusBadRequest, "the query string is malformed: ask for "+hints.Path+"?service=NAME")
+	case problem != "":
+		httpError(w, http.StatusBadRequest, problem+": ask for "+hints.Path+"?service=NAME")
 		return
 	case service == "":
 		httpError(w, http.StatusBadRequest, "the service query parameter is missing: ask for "+hints.Path+"?service=NAME")
@@ -162,7 +174,11 @@ func (h *hintsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ans, err := h.answer(r.Context(), service)
 	if err != nil {
-		h.logger.Warn("Cannot compute ownership hints", zap.String("service", service), zap.Error(err))
+		// A model that cannot be read is logged where it is read, once an
+		// outage; only what else goes wrong is logged here.
+		if !errors.Is(err, errNoModelYet) {
+			h.logger.Warn("Cannot compute ownership hints", zap.String("service", service), zap.Error(err))
+		}
 		httpError(w, http.StatusServiceUnavailable, "the edge model cannot be read now; keep the last hints or the safe defaults")
 		return
 	}
@@ -227,22 +243,45 @@ func (h *hintsServer) encode(service string, edges []hints.Edge, at time.Time) (
 }
 
 // serviceParam finds the service parameter in a raw query string without
-// building the map url.ParseQuery would; ok is false for a malformed escape.
-func serviceParam(raw string) (service string, ok bool) {
+// building the map url.ParseQuery would. It returns a problem, to answer
+// 400 with, for a service parameter given twice, a malformed escape in it,
+// or a name that is not valid UTF-8 or holds control characters (NUL, line
+// breaks, terminal escapes): no service is called so, and such a name must
+// reach neither the logs nor the database.
+func serviceParam(raw string) (service, problem string) {
+	found := false
 	for part := range strings.SplitSeq(raw, "&") {
 		k, v, _ := strings.Cut(part, "=")
-		if k != "service" {
+		// Other parameters are not ours to judge, even malformed ones.
+		if k, ok := unescape(k); !ok || k != "service" {
 			continue
 		}
-		if strings.ContainsAny(v, "%+") {
-			var err error
-			if v, err = url.QueryUnescape(v); err != nil {
-				return "", false
-			}
+		if found {
+			return "", "the service query parameter is given more than once; ask for one service"
 		}
-		return v, true
+		found = true
+		var ok bool
+		if service, ok = unescape(v); !ok {
+			return "", "the query string is malformed"
+		}
 	}
-	return "", true
+	switch {
+	case !utf8.ValidString(service):
+		return "", "the service query parameter is not valid UTF-8"
+	case strings.ContainsFunc(service, unicode.IsControl):
+		return "", "the service query parameter holds control characters"
+	}
+	return service, ""
+}
+
+// unescape decodes a query string key or value, sparing the common case
+// that needs no decoding; ok is false for a malformed escape.
+func unescape(s string) (string, bool) {
+	if !strings.ContainsAny(s, "%+") {
+		return s, true
+	}
+	u, err := url.QueryUnescape(s)
+	return u, err == nil
 }
 
 // etagMatches implements If-None-Match's weak comparison.

@@ -133,6 +133,18 @@ func TestHintsBadRequests(t *testing.T) {
 		{"no service", http.MethodGet, hints.Path, http.StatusBadRequest, "the service query parameter is missing"},
 		{"empty service", http.MethodGet, hints.Path + "?service=", http.StatusBadRequest, "the service query parameter is missing"},
 		{"service too long", http.MethodGet, hints.Path + "?service=" + strings.Repeat("x", 300), http.StatusBadRequest, "longer than 255 bytes"},
+		{"malformed escape", http.MethodGet, hints.Path + "?service=%zz", http.StatusBadRequest, "the query string is malformed"},
+		{"NUL byte", http.MethodGet, hints.Path + "?service=%00", http.StatusBadRequest, "holds control characters"},
+		{"NUL byte inside a name", http.MethodGet, hints.Path + "?service=check%00out", http.StatusBadRequest, "holds control characters"},
+		{"invalid UTF-8", http.MethodGet, hints.Path + "?service=%ff", http.StatusBadRequest, "not valid UTF-8"},
+		{"truncated UTF-8", http.MethodGet, hints.Path + "?service=caf%C3", http.StatusBadRequest, "not valid UTF-8"},
+		{"line break", http.MethodGet, hints.Path + "?service=checkout%0D%0AX-Injected:%201", http.StatusBadRequest, "holds control characters"},
+		{"escape character", http.MethodGet, hints.Path + "?service=%1B%5B31m", http.StatusBadRequest, "holds control characters"},
+		{"DEL", http.MethodGet, hints.Path + "?service=checkout%7F", http.StatusBadRequest, "holds control characters"},
+		{"C1 control", http.MethodGet, hints.Path + "?service=%C2%85", http.StatusBadRequest, "holds control characters"},
+		{"service twice", http.MethodGet, hints.Path + "?service=checkout&service=payments", http.StatusBadRequest, "given more than once"},
+		{"service twice, the same", http.MethodGet, hints.Path + "?service=checkout&service=checkout", http.StatusBadRequest, "given more than once"},
+		{"service twice, once escaped", http.MethodGet, hints.Path + "?service=checkout&s%65rvice=payments", http.StatusBadRequest, "given more than once"},
 		{"wrong method", http.MethodPost, hints.Path + "?service=checkout", http.StatusMethodNotAllowed, "use GET"},
 		{"wrong path", http.MethodGet, "/v2/hints?service=checkout", http.StatusNotFound, "hints are at /v1/hints?service=NAME"},
 	}
@@ -171,8 +183,9 @@ func TestHintsConfigValidate(t *testing.T) {
 		want   string
 	}{
 		{"defaults", func(*HintsConfig) {}, ""},
-		{"ttl too short", func(h *HintsConfig) { h.TTL = 0 }, "hints.ttl: 0s must be at least 1s"},
-		{"refresh above ttl", func(h *HintsConfig) { h.Refresh = time.Hour }, "hints.refresh: 1h0m0s must be positive and at most hints.ttl"},
+		{"no ttl", func(h *HintsConfig) { h.TTL = 0 }, "hints.ttl: 0s must be positive, such as 30s"},
+		{"ttl too short", func(h *HintsConfig) { h.TTL = 500 * time.Millisecond }, "hints.ttl: 500ms must be at least 1s, such as 30s"},
+		{"refresh above ttl", func(h *HintsConfig) { h.Refresh = time.Hour }, "hints.refresh: 1h0m0s must be at most hints.ttl"},
 		{"ratio", func(h *HintsConfig) { h.RetryBudget.Ratio = 1.5 }, "hints.retry_budget.ratio: 1.5 must be between 0 and 1"},
 		{"floor", func(h *HintsConfig) { h.RetryBudget.MinRetriesPerSecond = -1 }, "hints.retry_budget.min_retries_per_second: -1 must not be negative"},
 	}
@@ -305,18 +318,30 @@ func BenchmarkHintsEndpoint(b *testing.B) {
 func TestServiceParam(t *testing.T) {
 	tests := []struct {
 		raw, want string
-		ok        bool
+		problem   string // a fragment of the problem; "" for none
 	}{
-		{"service=checkout", "checkout", true},
-		{"a=1&service=check%20out", "check out", true},
-		{"service=a+b", "a b", true},
-		{"other=1", "", true},
-		{"service=%zz", "", false},
+		{"service=checkout", "checkout", ""},
+		{"a=1&service=check%20out", "check out", ""},
+		{"service=a+b", "a b", ""},
+		{"servic%65=checkout", "checkout", ""},
+		{"service=caf%C3%A9", "café", ""},
+		{"other=1", "", ""},
+		{"other=%zz&o%zz=1&service=x", "x", ""},
+		{"service=%zz", "", "malformed"},
+		{"service=%00", "", "control characters"},
+		{"service=%ff", "", "not valid UTF-8"},
+		{"service=a%09b", "", "control characters"},
+		{"service=a&service=b", "", "more than once"},
+		{"service=&service=b", "", "more than once"},
 	}
 	for _, tt := range tests {
-		got, ok := serviceParam(tt.raw)
+		got, problem := serviceParam(tt.raw)
 		assert.Equal(t, tt.want, got, tt.raw)
-		assert.Equal(t, tt.ok, ok, tt.raw)
+		if tt.problem == "" {
+			assert.Empty(t, problem, tt.raw)
+		} else {
+			assert.Contains(t, problem, tt.problem, tt.raw)
+		}
 	}
 }
 

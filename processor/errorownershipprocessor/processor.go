@@ -152,7 +152,7 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 			return nil, err
 		}
 		p.store = st
-		sink := newStoreSink(st)
+		sink := newStoreSink(st, set.Logger)
 		p.sink, p.storeSink = sink, sink
 		if err := sink.registerTelemetry(tb); err != nil {
 			tb.Shutdown()
@@ -329,7 +329,16 @@ func (p *ownershipProcessor) shutdown(ctx context.Context) error {
 	}
 	var hintsErr error
 	if p.hints != nil {
-		hintsErr = p.hints.shutdown(ctx)
+		// A request in flight may be waiting for the database; the
+		// collector's ctx has no deadline, so the store's bound applies
+		// (its default without a store).
+		timeout := store.DefaultConfig().ShutdownTimeout
+		if p.store != nil {
+			timeout = p.store.Config().ShutdownTimeout
+		}
+		hctx, cancel := context.WithTimeout(ctx, timeout)
+		hintsErr = p.hints.shutdown(hctx)
+		cancel()
 	}
 	if p.storeModel != nil {
 		p.storeModel.shutdown()
@@ -361,7 +370,8 @@ func (p *ownershipProcessor) shutdown(ctx context.Context) error {
 	var storeErr error
 	if p.storeSink != nil {
 		// The writer drains what is queued, the last bucket included,
-		// until ctx ends, and reports what it could not write.
+		// for at most store.shutdown_timeout, and logs, counts and
+		// reports what it could not write.
 		storeErr = p.storeSink.writer.Shutdown(ctx)
 		p.store.Close()
 	}

@@ -6,6 +6,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/metadata"
@@ -20,8 +21,9 @@ type storeSink struct {
 	seq      uint64
 }
 
-func newStoreSink(st *store.Store) *storeSink {
-	return &storeSink{writer: store.NewWriter(st), instance: store.NewInstanceID()}
+// newStoreSink writes to st, logging the writer's failures to logger.
+func newStoreSink(st *store.Store, logger *zap.Logger) *storeSink {
+	return &storeSink{writer: store.NewWriter(st, store.WithLogger(logger)), instance: store.NewInstanceID()}
 }
 
 // Flush copies the bucket, since the writer keeps it until it is written
@@ -47,6 +49,10 @@ func (s *storeSink) registerTelemetry(tb *metadata.TelemetryBuilder) error {
 			o.Observe(int64(st.DuplicateFlushes), duplicate)
 			o.Observe(int64(st.DroppedFlushes), dropped)
 			o.Observe(int64(st.RejectedFlushes), rejected)
+			return nil
+		}),
+		tb.RegisterProcessorErrorownershipStoreNamesTruncatedCallback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(int64(s.writer.Stats().NamesCut))
 			return nil
 		}),
 		tb.RegisterProcessorErrorownershipStoreRetriesCallback(func(_ context.Context, o metric.Int64Observer) error {

@@ -3,8 +3,12 @@ package errorownershipprocessor
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,10 +18,17 @@ import (
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/errorownership/errorownership/hooks"
 	"github.com/errorownership/errorownership/hooks/hints"
+	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/metadatatest"
 	"github.com/errorownership/errorownership/store"
 	"github.com/errorownership/errorownership/store/pgtest"
 )
@@ -216,3 +227,182 @@ func TestStoreDownKeepsThePipelineFlowing(t *testing.T) {
 }
 
 func attrOutcome(v string) attribute.KeyValue { return attribute.String("outcome", v) }
+
+// silentDatabase listens on a loopback port, accepts connections and
+// never answers, like a database host that hangs: every attempt to reach
+// it waits until its context ends. It returns the port.
+func silentDatabase(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// testPassword is the password of the test DSNs; no log line may show it.
+const testPassword = "hunter2-processor"
+
+// checkLogsHidePassword fails the test if a log line shows testPassword,
+// without printing it.
+func checkLogsHidePassword(t *testing.T, logs *observer.ObservedLogs) {
+	t.Helper()
+	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	for _, e := range logs.All() {
+		buf, err := enc.EncodeEntry(e.Entry, e.Context)
+		require.NoError(t, err)
+		if strings.Contains(buf.String(), testPassword) {
+			t.Errorf("the log line %q shows the password", e.Message)
+		}
+		buf.Free()
+	}
+}
+
+// TestShutdownBoundedWithTheDatabaseHanging: with a database that accepts
+// connections and never answers, and a hints request waiting for it,
+// Shutdown — with a context that never ends, as the collector's — returns
+// after store.shutdown_timeout, having logged the failure and what it
+// dropped, never the password.
+func TestShutdownBoundedWithTheDatabaseHanging(t *testing.T) {
+	port := silentDatabase(t)
+	core, logs := observer.New(zap.InfoLevel)
+	endpoint := freeEndpoint(t)
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
+	proc, p := newTestProcessor(t, tt, testConfig(func(c *Config) {
+		storeConfig(fmt.Sprintf("postgres://collector:%s@127.0.0.1:%d/stats?sslmode=disable", testPassword, port))(c)
+		c.Store.Get().ShutdownTimeout = 200 * time.Millisecond
+		c.Store.Get().WriteTimeout = time.Second
+		c.Hints.NetAddr.Endpoint = endpoint
+	}), new(consumertest.TracesSink), func(set *processor.Settings) { set.Logger = zap.New(core) })
+	ctx := context.Background()
+	require.NoError(t, proc.Start(ctx, componenttest.NewNopHost()))
+	base := "http://" + endpoint
+	require.NoError(t, proc.ConsumeTraces(ctx, scenarioBatches(t, "http_4xx")[0]))
+
+	// A hints request that waits for the database.
+	answered := make(chan int, 1)
+	go func() {
+		res, err := http.Get(base + hints.Path + "?service=checkout")
+		if err != nil {
+			answered <- 0
+			return
+		}
+		res.Body.Close()
+		answered <- res.StatusCode
+	}()
+	// The migration at start fails once the write timeout passes.
+	require.Eventually(t, func() bool { return logs.FilterMessageSnippet("Cannot write error-ownership statistics").Len() > 0 },
+		time.Minute, 10*time.Millisecond, "the first failure is logged")
+
+	done := make(chan error, 1)
+	go func() { done <- proc.Shutdown(ctx) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("Shutdown still waiting for the database a minute after a 200ms shutdown_timeout")
+	}
+	require.Error(t, err, "shutdown reports what it could not write")
+	assert.Contains(t, err.Error(), "unwritten")
+	select {
+	case code := <-answered:
+		assert.NotEqual(t, http.StatusOK, code, "the hints request cannot have been answered from the database")
+	case <-time.After(time.Minute):
+		t.Fatal("the hints request in flight still waits after shutdown")
+	}
+	assert.EqualValues(t, 1, p.storeSink.writer.Stats().DroppedFlushes, "the last bucket, counted as dropped")
+	assert.Equal(t, 1, logs.FilterMessageSnippet("Shutdown left error-ownership statistics unwritten").Len())
+	checkLogsHidePassword(t, logs)
+	if strings.Contains(err.Error(), testPassword) {
+		t.Error("the shutdown error shows the password")
+	}
+}
+
+// TestHintsBeforeTheFirstFlush: the schema is migrated at start, so the
+// hints answer 200 as soon as the database is reachable, before any flush
+// created it; while the database is down they answer 503.
+func TestHintsBeforeTheFirstFlush(t *testing.T) {
+	tests := []struct {
+		name string
+		down bool // the database is down when the processor starts
+	}{
+		{"database up at start", false},
+		{"database down at start, then up", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cluster := pgtest.Start(t)
+			ctx := context.Background()
+			if tc.down {
+				require.NoError(t, cluster.Stop(ctx))
+			}
+			base, _, tt := serveHints(t, storeConfig(cluster.DSN()))
+			get := func() int {
+				res, err := http.Get(base + hints.Path + "?service=checkout")
+				require.NoError(t, err)
+				res.Body.Close()
+				return res.StatusCode
+			}
+			if tc.down {
+				assert.Equal(t, http.StatusServiceUnavailable, get(), "the database is down")
+				require.NoError(t, cluster.Start(ctx))
+			}
+			assert.Equal(t, http.StatusOK, get())
+			assert.Zero(t, counter(t, tt, "store_flushes", attrOutcome("written")), "no flush made the schema")
+			require.Eventually(t, func() bool {
+				v, err := openStore(t, cluster.DSN()).SchemaVersion(ctx)
+				return err == nil && v == store.SchemaVersionWanted()
+			}, time.Minute, 50*time.Millisecond, "the schema, migrated without a flush")
+		})
+	}
+}
+
+// TestLongNamesCutAndCounted: a span named by an 8 KB statement is written
+// with its name cut, and the cut is counted in the telemetry.
+func TestLongNamesCutAndCounted(t *testing.T) {
+	dsn := pgtest.Start(t).DSN()
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
+	proc, _ := newTestProcessor(t, tt, testConfig(func(c *Config) {
+		storeConfig(dsn)(c)
+		c.DecisionWait = 10 * time.Millisecond
+		c.FlushInterval = 50 * time.Millisecond
+	}), new(consumertest.TracesSink))
+	ctx := context.Background()
+	require.NoError(t, proc.Start(ctx, componenttest.NewNopHost()))
+	long := "SELECT " + strings.Repeat("column_name, ", 8<<10/13)
+	td := ptrace.NewTraces()
+	appendTrace(td, traceID(1), span{service: "db-client", id: 1, kind: ptrace.SpanKindServer, name: long, failed: true, end: 10})
+	require.NoError(t, proc.ConsumeTraces(ctx, td))
+	require.Eventually(t, func() bool { return counter(t, tt, "store_flushes", attrOutcome("written")) == 1 },
+		time.Minute, 10*time.Millisecond, "the flush with the long name is written")
+	metadatatest.AssertEqualProcessorErrorownershipStoreNamesTruncated(t, tt,
+		[]metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
+	require.NoError(t, proc.Shutdown(ctx))
+
+	var stored string
+	require.NoError(t, openStore(t, dsn).Pool().QueryRow(ctx, "SELECT operation FROM operation_stats WHERE service = 'db-client'").Scan(&stored))
+	assert.Len(t, stored, store.MaxNameBytes)
+	assert.True(t, strings.HasPrefix(long, stored[:store.MaxNameBytes-len("…")-10]), "the stored name begins the span's")
+	assert.Contains(t, stored, "…")
+}

@@ -25,25 +25,26 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                                   metric.Meter
-	mu                                      sync.Mutex
-	registrations                           []metric.Registration
-	ProcessorErrorownershipAnalysisDuration metric.Float64Histogram
-	ProcessorErrorownershipBufferSpans      metric.Int64ObservableGauge
-	ProcessorErrorownershipBufferTraces     metric.Int64ObservableGauge
-	ProcessorErrorownershipPanicsRecovered  metric.Int64Counter
-	ProcessorErrorownershipSpansDropped     metric.Int64Counter
-	ProcessorErrorownershipSpansLate        metric.Int64Counter
-	ProcessorErrorownershipSpansMalformed   metric.Int64Counter
-	ProcessorErrorownershipSpansSeen        metric.Int64Counter
-	ProcessorErrorownershipSpansUnlinked    metric.Int64Counter
-	ProcessorErrorownershipStoreFlushes     metric.Int64ObservableCounter
-	ProcessorErrorownershipStoreRetries     metric.Int64ObservableCounter
-	ProcessorErrorownershipStoreRowsDropped metric.Int64ObservableCounter
-	ProcessorErrorownershipStoreRowsPending metric.Int64ObservableGauge
-	ProcessorErrorownershipTracesAnalyzed   metric.Int64Counter
-	ProcessorErrorownershipTracesEvicted    metric.Int64Counter
-	ProcessorErrorownershipVerdicts         metric.Int64Counter
+	meter                                      metric.Meter
+	mu                                         sync.Mutex
+	registrations                              []metric.Registration
+	ProcessorErrorownershipAnalysisDuration    metric.Float64Histogram
+	ProcessorErrorownershipBufferSpans         metric.Int64ObservableGauge
+	ProcessorErrorownershipBufferTraces        metric.Int64ObservableGauge
+	ProcessorErrorownershipPanicsRecovered     metric.Int64Counter
+	ProcessorErrorownershipSpansDropped        metric.Int64Counter
+	ProcessorErrorownershipSpansLate           metric.Int64Counter
+	ProcessorErrorownershipSpansMalformed      metric.Int64Counter
+	ProcessorErrorownershipSpansSeen           metric.Int64Counter
+	ProcessorErrorownershipSpansUnlinked       metric.Int64Counter
+	ProcessorErrorownershipStoreFlushes        metric.Int64ObservableCounter
+	ProcessorErrorownershipStoreNamesTruncated metric.Int64ObservableCounter
+	ProcessorErrorownershipStoreRetries        metric.Int64ObservableCounter
+	ProcessorErrorownershipStoreRowsDropped    metric.Int64ObservableCounter
+	ProcessorErrorownershipStoreRowsPending    metric.Int64ObservableGauge
+	ProcessorErrorownershipTracesAnalyzed      metric.Int64Counter
+	ProcessorErrorownershipTracesEvicted       metric.Int64Counter
+	ProcessorErrorownershipVerdicts            metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -93,6 +94,21 @@ func (builder *TelemetryBuilder) RegisterProcessorErrorownershipStoreFlushesCall
 		cb(ctx, &observerInt64{inst: builder.ProcessorErrorownershipStoreFlushes, obs: o})
 		return nil
 	}, builder.ProcessorErrorownershipStoreFlushes)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorErrorownershipStoreNamesTruncatedCallback sets callback for observable ProcessorErrorownershipStoreNamesTruncated metric.
+func (builder *TelemetryBuilder) RegisterProcessorErrorownershipStoreNamesTruncatedCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorErrorownershipStoreNamesTruncated, obs: o})
+		return nil
+	}, builder.ProcessorErrorownershipStoreNamesTruncated)
 	if err != nil {
 		return err
 	}
@@ -234,6 +250,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_errorownership_store_flushes",
 		metric.WithDescription("Statistics flushes handed to the store, by outcome. [Alpha]"),
 		metric.WithUnit("{flush}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorErrorownershipStoreNamesTruncated, err = builder.meter.Int64ObservableCounter(
+		"otelcol_processor_errorownership_store_names_truncated",
+		metric.WithDescription("Names longer than 512 bytes that were cut, ending in a marker and a hash of the whole name, before being written to the store; counted once per flush that wrote them. [Alpha]"),
+		metric.WithUnit("{name}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorErrorownershipStoreRetries, err = builder.meter.Int64ObservableCounter(
