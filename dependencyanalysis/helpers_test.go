@@ -79,8 +79,8 @@ func records(trace byte, specs ...sp) []Span {
 }
 
 // modes is a fixed Modes for verdict tests; absent edges are unknown.
-type modes map[[2]string]Mode
+type modes map[[2]string]ownership.Mode
 
-func (m modes) Mode(k EdgeKey) Mode {
+func (m modes) Mode(k EdgeKey) ownership.Mode {
 	return m[[2]string{testSymbols.Name(k.Service), testSymbols.Name(k.PeerService)}]
 }

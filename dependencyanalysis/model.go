@@ -7,41 +7,9 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/errorownership/errorownership/ownership"
 )
-
-// Mode is what the edge model knows about an edge.
-type Mode uint8
-
-// The modes.
-const (
-	// ModeUnknown: too few samples, or behaviour between the thresholds.
-	// The verdict rules treat an unknown edge as fail-close.
-	ModeUnknown Mode = iota
-	// ModeFailClose: when the call fails, the request fails.
-	ModeFailClose
-	// ModeFailOpen: the service tolerates the call failing.
-	ModeFailOpen
-)
-
-var modeNames = [...]string{"unknown", "fail_close", "fail_open"}
-
-// String returns "unknown", "fail_close" or "fail_open".
-func (m Mode) String() string {
-	if int(m) < len(modeNames) {
-		return modeNames[m]
-	}
-	return "unknown"
-}
-
-// ParseMode reads a Mode's String form; anything else is ModeUnknown.
-func ParseMode(s string) Mode {
-	for m, name := range modeNames {
-		if name == s {
-			return Mode(m)
-		}
-	}
-	return ModeUnknown
-}
 
 // EdgeKey names an edge: (service, inbound operation) → (peer service, peer operation).
 type EdgeKey struct {
@@ -82,7 +50,7 @@ func (c *EdgeCounts) scale(f float64) {
 
 // Estimate is the model's judgement of one edge.
 type Estimate struct {
-	Mode   Mode
+	Mode   ownership.Mode
 	Counts EdgeCounts
 	// Lower and Upper bound P(request fails | call failed alone) at the
 	// configured confidence (Wilson score interval on the weighted
@@ -93,15 +61,15 @@ type Estimate struct {
 // Modes tells the verdict rules an edge's mode. EdgeModel implements it; so
 // can a model merged from several collectors (ModeTable).
 type Modes interface {
-	Mode(EdgeKey) Mode
+	Mode(EdgeKey) ownership.Mode
 }
 
 // ModeTable is a fixed set of edge modes, such as a model merged in a
 // store; absent edges are unknown.
-type ModeTable map[EdgeKey]Mode
+type ModeTable map[EdgeKey]ownership.Mode
 
-// Mode returns the edge's mode, ModeUnknown when absent.
-func (t ModeTable) Mode(k EdgeKey) Mode { return t[k] }
+// Mode returns the edge's mode, ownership.ModeUnknown when absent.
+func (t ModeTable) Mode(k EdgeKey) ownership.Mode { return t[k] }
 
 // EdgeModel learns per edge whether a call's failure fails the request. It
 // is safe for concurrent use. Time is the traces' own: observations fade
@@ -355,7 +323,7 @@ func (m *EdgeModel) Evicted() uint64 {
 }
 
 // Mode returns the edge's mode.
-func (m *EdgeModel) Mode(k EdgeKey) Mode {
+func (m *EdgeModel) Mode(k EdgeKey) ownership.Mode {
 	return m.Estimate(k).Mode
 }
 
@@ -399,9 +367,9 @@ func (c ModelConfig) judge(counts EdgeCounts, z float64) Estimate {
 	}
 	switch {
 	case est.Lower >= c.FailCloseThreshold:
-		est.Mode = ModeFailClose
+		est.Mode = ownership.ModeFailClose
 	case est.Upper <= c.FailOpenThreshold:
-		est.Mode = ModeFailOpen
+		est.Mode = ownership.ModeFailOpen
 	}
 	return est
 }

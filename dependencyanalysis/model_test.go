@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/errorownership/errorownership/ownership"
 )
 
 func TestWilson(t *testing.T) {
@@ -52,15 +54,15 @@ func TestEdgeModelModes(t *testing.T) {
 		failedAndFailed   int
 		failedButSurvived int
 		succeeded         int
-		want              Mode
+		want              ownership.Mode
 	}{
-		{"no samples", 0, 0, 50, ModeUnknown},
-		{"too few samples", 19, 0, 0, ModeUnknown},
-		{"fail-close at the minimum", 20, 0, 0, ModeFailClose},
-		{"fail-open at the minimum", 0, 20, 0, ModeFailOpen},
-		{"mostly fail-close", 95, 5, 0, ModeFailClose},
-		{"mostly fail-open", 5, 95, 0, ModeFailOpen},
-		{"in between", 50, 50, 0, ModeUnknown},
+		{"no samples", 0, 0, 50, ownership.ModeUnknown},
+		{"too few samples", 19, 0, 0, ownership.ModeUnknown},
+		{"fail-close at the minimum", 20, 0, 0, ownership.ModeFailClose},
+		{"fail-open at the minimum", 0, 20, 0, ownership.ModeFailOpen},
+		{"mostly fail-close", 95, 5, 0, ownership.ModeFailClose},
+		{"mostly fail-open", 5, 95, 0, ownership.ModeFailOpen},
+		{"in between", 50, 50, 0, ownership.ModeUnknown},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,13 +83,13 @@ func TestEdgeModelFollowsChange(t *testing.T) {
 	cfg.HalfLife = time.Minute
 	m := NewEdgeModel(cfg)
 	observeN(m, 100, true, false, time.Minute)
-	assert.Equal(t, ModeFailOpen, m.Mode(edgeAB), "tolerated at first")
+	assert.Equal(t, ownership.ModeFailOpen, m.Mode(edgeAB), "tolerated at first")
 
 	// The service stops tolerating the failure: ten half-lives later the old
 	// observations weigh a thousandth and the edge turns fail-close.
 	observeN(m, 50, true, true, 11*time.Minute)
 	est := m.Estimate(edgeAB)
-	assert.Equal(t, ModeFailClose, est.Mode)
+	assert.Equal(t, ownership.ModeFailClose, est.Mode)
 	assert.InDelta(t, 50+100*math.Exp2(-10), est.Counts.Failed, 1e-6)
 
 	// Observations that arrive late weigh by their age.
@@ -130,7 +132,7 @@ func TestEdgeModelRebasesLongRuns(t *testing.T) {
 	est := m.Estimate(edgeAB)
 	assert.InDelta(t, 25, est.Counts.Failed, 1e-9)
 	assert.InDelta(t, 0, est.Counts.FailedRequestFailed, 1e-9)
-	assert.Equal(t, ModeFailOpen, est.Mode)
+	assert.Equal(t, ownership.ModeFailOpen, est.Mode)
 }
 
 // checkoutRequest links one request of service checkout at atMillis with a call to
@@ -161,7 +163,7 @@ func TestEdgeModelIsNotConfounded(t *testing.T) {
 		m.Observe(checkoutRequest(a, 1000+i, true, false, false)) // recommendations alone: tolerated
 	}
 	est := m.Estimate(edgeRecs)
-	assert.Equal(t, ModeFailOpen, est.Mode, "P(fail | recs failed) over all requests would be 100/130")
+	assert.Equal(t, ownership.ModeFailOpen, est.Mode, "P(fail | recs failed) over all requests would be 100/130")
 	assert.InDelta(t, 30, est.Counts.Failed, 1e-9)
 	assert.InDelta(t, 0, est.Counts.FailedRequestFailed, 1e-9)
 }
@@ -176,7 +178,7 @@ func TestEdgeModelClockAhead(t *testing.T) {
 	observeN(m, 1, true, false, 25*time.Hour) // a day ahead of the collector
 	est := m.Estimate(edgeAB)
 	assert.InDelta(t, 51, est.Counts.Failed, 1e-6, "the future span counts as made now")
-	assert.Equal(t, ModeFailOpen, est.Mode)
+	assert.Equal(t, ownership.ModeFailOpen, est.Mode)
 }
 
 // TestMinSamplesCountsRequests: min_samples is compared with the requests
@@ -191,5 +193,5 @@ func TestMinSamplesCountsRequests(t *testing.T) {
 	est := m.Estimate(edgeAB)
 	assert.InDelta(t, 30, est.Counts.Samples, 1e-9)
 	assert.Less(t, est.Counts.Failed, 20.0, "the weights")
-	assert.Equal(t, ModeFailOpen, est.Mode)
+	assert.Equal(t, ownership.ModeFailOpen, est.Mode)
 }

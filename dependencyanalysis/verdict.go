@@ -74,7 +74,7 @@ func (a *Analyzer) judge(t *Trace, ri int32, r *Request, req *Span, m Modes) Ver
 			// up owns the error, whatever the edge's mode.
 			v.TimedOut = true
 		case c.Failed:
-			if m.Mode(EdgeKey{req.Service, req.Operation, c.PeerService, c.PeerOperation}) == ModeFailOpen {
+			if m.Mode(EdgeKey{req.Service, req.Operation, c.PeerService, c.PeerOperation}) == ownership.ModeFailOpen {
 				a.failed = append(a.failed, ci)
 				continue
 			}

@@ -47,7 +47,7 @@ func TestJudge(t *testing.T) {
 		},
 		{
 			name: "failed call on a fail-close edge: propagated", in: inbound,
-			calls: []sp{withClaim(call(2, "d", true), claimed)}, modes: modes{{"c", "d"}: ModeFailClose},
+			calls: []sp{withClaim(call(2, "d", true), claimed)}, modes: modes{{"c", "d"}: ownership.ModeFailClose},
 			kind: VerdictPropagated, reason: ownership.ReasonPropagated, expected: unclaimed, failed: 1,
 		},
 		{
@@ -62,13 +62,13 @@ func TestJudge(t *testing.T) {
 		},
 		{
 			name: "only fail-open calls failed: coincidental", in: inbound,
-			calls: []sp{call(2, "recs", true), call(3, "d", false)}, modes: modes{{"c", "recs"}: ModeFailOpen},
+			calls: []sp{call(2, "recs", true), call(3, "d", false)}, modes: modes{{"c", "recs"}: ownership.ModeFailOpen},
 			kind: VerdictCoincidental, reason: ownership.ReasonCoincidental, expected: claimed, failed: 1,
 		},
 		{
 			name: "a fail-open and a fail-close call failed: propagated", in: inbound,
 			calls: []sp{call(2, "recs", true), withClaim(call(3, "d", true), claimed)},
-			modes: modes{{"c", "recs"}: ModeFailOpen, {"c", "d"}: ModeFailClose},
+			modes: modes{{"c", "recs"}: ownership.ModeFailOpen, {"c", "d"}: ownership.ModeFailClose},
 			kind:  VerdictPropagated, reason: ownership.ReasonPropagated, expected: unclaimed, failed: 2,
 		},
 		{
@@ -97,7 +97,7 @@ func TestJudge(t *testing.T) {
 			calls: []sp{
 				{id: 2, parent: 1, kind: KindClient, svc: "c", op: "GET", peer: "slow", start: 10, end: 100, failed: true, tmo: true},
 			},
-			modes: modes{{"c", "slow"}: ModeFailOpen},
+			modes: modes{{"c", "slow"}: ownership.ModeFailOpen},
 			kind:  VerdictPropagated, reason: ownership.ReasonPropagated, expected: unclaimed, failed: 1, timedOut: true,
 		},
 		{

@@ -4,38 +4,25 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/errorownership/errorownership/ownership"
 )
 
-// Budget defaults. They match Finagle's RetryBudget and the hints contract's
-// example; a collector's hints override Ratio and MinPerSecond.
-const (
-	// DefaultRatio: one retry per ten requests.
-	DefaultRatio = 0.1
-	// DefaultMinRetriesPerSecond is the floor: retries a client may always
-	// make, so a service with little traffic can still retry at all.
-	DefaultMinRetriesPerSecond = 10
-	// DefaultBudgetWindow is how long a deposit counts (Finagle's TTL).
-	DefaultBudgetWindow = 10 * time.Second
-)
+// DefaultBudgetWindow is how long a deposit counts (Finagle's TTL).
+const DefaultBudgetWindow = 10 * time.Second
 
 // budgetSlices is how many slices the window is cut into: deposits expire a
 // slice at a time, so the window slides in steps of window/budgetSlices.
 const budgetSlices = 10
 
-// Limits are a Budget's parameters.
-type Limits struct {
-	// Ratio is how many retries each request earns: 0.1 allows one retry
-	// per ten requests made in the window.
-	Ratio float64
-	// MinPerSecond is the floor: this many retries per second of window
-	// are allowed on top of what requests earn.
-	MinPerSecond float64
-}
+// Limits are a Budget's parameters: Ratio, the retries each request earns
+// (0.1 allows one retry per ten requests made in the window), and
+// MinRetriesPerSecond, the floor of retries per second of window allowed on
+// top. They are the retry budget the ownership hints announce.
+type Limits = ownership.RetryBudget
 
-// DefaultLimits returns DefaultRatio and DefaultMinRetriesPerSecond.
-func DefaultLimits() Limits {
-	return Limits{Ratio: DefaultRatio, MinPerSecond: DefaultMinRetriesPerSecond}
-}
+// DefaultLimits returns the default budget, ownership.DefaultRetryBudget.
+func DefaultLimits() Limits { return ownership.DefaultRetryBudget() }
 
 // A Budget bounds retries to a share of requests over a sliding window, in
 // the manner of Finagle's RetryBudget (a token bucket whose deposits expire)
@@ -43,7 +30,7 @@ func DefaultLimits() Limits {
 // withdraws (TryWithdraw), and a retry is allowed only while, counting the
 // deposits and withdrawals of the last window,
 //
-//	retries ≤ Ratio × requests + MinPerSecond × window
+//	retries ≤ Ratio × requests + MinRetriesPerSecond × window
 //
 // still holds with it. So under 100 % failure a client adds at most Ratio
 // more load, plus a constant floor, and after an outage ends the budget
@@ -51,7 +38,7 @@ func DefaultLimits() Limits {
 //
 // The window is cut into ten slices; a deposit or withdrawal counts from the
 // moment it is made until its slice is ten slices old, i.e. for between 0.9
-// and 1.0 window. The floor is a reserve of MinPerSecond × window retries per
+// and 1.0 window. The floor is a reserve of MinRetriesPerSecond × window retries per
 // window (100 for the defaults), always available, renewed as withdrawals
 // expire; it is per Budget, i.e. per peer and per client process.
 //
@@ -111,14 +98,14 @@ func NewBudget(l Limits, opts ...BudgetOption) *Budget {
 // or NaN values are taken as 0.
 func (b *Budget) SetLimits(l Limits) {
 	b.ratio.Store(math.Float64bits(nonNegative(l.Ratio)))
-	b.floor.Store(math.Float64bits(nonNegative(l.MinPerSecond)))
+	b.floor.Store(math.Float64bits(nonNegative(l.MinRetriesPerSecond)))
 }
 
 // Limits returns the Budget's current limits.
 func (b *Budget) Limits() Limits {
 	return Limits{
-		Ratio:        math.Float64frombits(b.ratio.Load()),
-		MinPerSecond: math.Float64frombits(b.floor.Load()),
+		Ratio:               math.Float64frombits(b.ratio.Load()),
+		MinRetriesPerSecond: math.Float64frombits(b.floor.Load()),
 	}
 }
 

@@ -18,7 +18,7 @@ func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 func TestBudgetReserveOnly(t *testing.T) {
 	clk := &fakeClock{}
-	b := NewBudget(Limits{Ratio: 0, MinPerSecond: 2}, BudgetWindow(5*time.Second), BudgetClock(clk.now))
+	b := NewBudget(Limits{Ratio: 0, MinRetriesPerSecond: 2}, BudgetWindow(5*time.Second), BudgetClock(clk.now))
 	allowed := 0
 	for range 100 {
 		if b.TryWithdraw() {
@@ -75,7 +75,7 @@ func TestBudgetUnderFullFailure(t *testing.T) {
 		{"defaults, busy client", DefaultLimits(), 1000},
 		{"defaults, quiet client", DefaultLimits(), 5},
 		{"no floor", Limits{Ratio: 0.2}, 200},
-		{"floor only", Limits{MinPerSecond: 3}, 100},
+		{"floor only", Limits{MinRetriesPerSecond: 3}, 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := &fakeClock{}
@@ -107,12 +107,12 @@ func TestBudgetUnderFullFailure(t *testing.T) {
 					wReqs += reqs[i]
 					wRetries += retries[i]
 				}
-				bound := tc.limits.Ratio*float64(wReqs) + tc.limits.MinPerSecond*window.Seconds()
+				bound := tc.limits.Ratio*float64(wReqs) + tc.limits.MinRetriesPerSecond*window.Seconds()
 				if float64(wRetries) > bound+1e-9 {
 					t.Fatalf("at %v: %d retries in the window over %d requests, bound %.1f", at, wRetries, wReqs, bound)
 				}
 			}
-			total := tc.limits.Ratio*float64(totalReqs) + tc.limits.MinPerSecond*(duration+window).Seconds()
+			total := tc.limits.Ratio*float64(totalReqs) + tc.limits.MinRetriesPerSecond*(duration+window).Seconds()
 			if float64(totalRetries) > total {
 				t.Fatalf("%d retries for %d requests, bound %.1f", totalRetries, totalReqs, total)
 			}
@@ -130,7 +130,7 @@ func TestBudgetUnderFullFailure(t *testing.T) {
 // at a frozen instant: exactly the balance may be granted, never more.
 func TestBudgetConcurrentNeverOverdraws(t *testing.T) {
 	clk := &fakeClock{}
-	b := NewBudget(Limits{Ratio: 0.5, MinPerSecond: 1}, BudgetWindow(10*time.Second), BudgetClock(clk.now))
+	b := NewBudget(Limits{Ratio: 0.5, MinRetriesPerSecond: 1}, BudgetWindow(10*time.Second), BudgetClock(clk.now))
 	for range 100 {
 		b.Deposit()
 	}
@@ -158,7 +158,7 @@ func TestBudgetConcurrentNeverOverdraws(t *testing.T) {
 
 func TestBudgetSetLimits(t *testing.T) {
 	b := NewBudget(DefaultLimits())
-	b.SetLimits(Limits{Ratio: math.NaN(), MinPerSecond: -1})
+	b.SetLimits(Limits{Ratio: math.NaN(), MinRetriesPerSecond: -1})
 	if l := b.Limits(); l != (Limits{}) {
 		t.Fatalf("limits = %+v, want zero", l)
 	}

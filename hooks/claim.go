@@ -2,61 +2,17 @@ package hooks
 
 import "github.com/errorownership/errorownership/ownership"
 
-// Mode is what the dependency analysis learned about an edge: whether the
-// inbound request fails when the outbound call fails.
-type Mode uint8
-
-// The modes. The zero value is ModeUnknown, which the decisions treat as
-// fail-close: without evidence that a failure is tolerated, a service must
-// assume it propagated the failure and unclaim, never the other way round.
-const (
-	ModeUnknown Mode = iota
-	ModeFailClose
-	ModeFailOpen
-)
-
-var modeNames = [...]string{ModeUnknown: "unknown", ModeFailClose: "fail_close", ModeFailOpen: "fail_open"}
-
-// String returns the hints spelling: "unknown", "fail_close" or "fail_open".
-func (m Mode) String() string {
-	if int(m) < len(modeNames) {
-		return modeNames[m]
-	}
-	return "unknown"
-}
-
-// ParseMode reads a hints mode; anything unrecognised is ModeUnknown.
-func ParseMode(s string) Mode {
-	switch s {
-	case "fail_open":
-		return ModeFailOpen
-	case "fail_close":
-		return ModeFailClose
-	}
-	return ModeUnknown
-}
-
-// MarshalText writes the hints spelling, so a Mode is a JSON string.
-func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
-
-// UnmarshalText reads the hints spelling. It never fails: an unknown mode
-// from a newer collector is ModeUnknown, the safe reading.
-func (m *Mode) UnmarshalText(b []byte) error {
-	*m = ParseMode(string(b))
-	return nil
-}
-
 // ModeFunc tells the mode of the edge from the current inbound operation to
 // (peerService, peerOperation). peerOperation is "" when the client does not
 // know the callee's operation. A nil ModeFunc knows nothing: every edge is
-// ModeUnknown.
-type ModeFunc func(peerService, peerOperation string) Mode
+// ownership.ModeUnknown.
+type ModeFunc func(peerService, peerOperation string) ownership.Mode
 
 // HintSource is what the hooks need from the learned model: edge modes by
 // (inbound operation, peer service, peer operation) and the retry budget's
 // limits. *hints.Client implements it; a static table can too.
 type HintSource interface {
-	Mode(operation, peerService, peerOperation string) Mode
+	Mode(operation, peerService, peerOperation string) ownership.Mode
 	BudgetLimits() Limits
 }
 
@@ -105,7 +61,7 @@ func Claim(outcomes []Outcome, modes ModeFunc, timedOut bool) (ownership.Claim, 
 			continue
 		}
 		failed++
-		if modes != nil && modes(o.PeerService, o.PeerOperation) == ModeFailOpen {
+		if modes != nil && modes(o.PeerService, o.PeerOperation) == ownership.ModeFailOpen {
 			continue
 		}
 		blocking++

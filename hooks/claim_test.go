@@ -13,12 +13,12 @@ const (
 )
 
 // staticModes is a ModeFunc over a table keyed by peer service.
-func staticModes(m map[string]Mode) ModeFunc {
-	return func(peer, _ string) Mode { return m[peer] }
+func staticModes(m map[string]ownership.Mode) ModeFunc {
+	return func(peer, _ string) ownership.Mode { return m[peer] }
 }
 
 func TestClaim(t *testing.T) {
-	failOpenRecs := staticModes(map[string]Mode{"recs": ModeFailOpen, "db": ModeFailClose})
+	failOpenRecs := staticModes(map[string]ownership.Mode{"recs": ownership.ModeFailOpen, "db": ownership.ModeFailClose})
 	tests := []struct {
 		name       string
 		outcomes   []Outcome
@@ -128,7 +128,7 @@ func TestRetry(t *testing.T) {
 // TestRetryTakesNoTokenWhenSuppressed checks that only a retry that
 // happens costs budget.
 func TestRetryTakesNoTokenWhenSuppressed(t *testing.T) {
-	b := NewBudget(Limits{MinPerSecond: 0.1}, BudgetWindow(10e9)) // one retry in reserve
+	b := NewBudget(Limits{MinRetriesPerSecond: 0.1}, BudgetWindow(10e9)) // one retry in reserve
 	Retry(unclaimed, true, true, b)
 	Retry(claimed, false, true, b)
 	Retry(claimed, true, false, b)
@@ -141,15 +141,15 @@ func TestRetryTakesNoTokenWhenSuppressed(t *testing.T) {
 }
 
 func TestModeText(t *testing.T) {
-	for _, m := range []Mode{ModeUnknown, ModeFailClose, ModeFailOpen} {
-		var got Mode
+	for _, m := range []ownership.Mode{ownership.ModeUnknown, ownership.ModeFailClose, ownership.ModeFailOpen} {
+		var got ownership.Mode
 		b, _ := m.MarshalText()
 		if err := got.UnmarshalText(b); err != nil || got != m {
 			t.Errorf("%v round trip = %v, %v", m, got, err)
 		}
 	}
-	var m Mode = ModeFailOpen
-	if err := m.UnmarshalText([]byte("sometimes")); err != nil || m != ModeUnknown {
+	var m ownership.Mode = ownership.ModeFailOpen
+	if err := m.UnmarshalText([]byte("sometimes")); err != nil || m != ownership.ModeUnknown {
 		t.Errorf("unknown mode read as %v, %v", m, err)
 	}
 }

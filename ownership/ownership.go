@@ -1,10 +1,12 @@
-// Package ownership is the shared vocabulary of error ownership: the header,
-// metadata and span attribute names, and the values they carry. The
-// dependency analysis, the SDK hooks, the store and the dashboards all speak
-// it, so a name is defined here once and nowhere else.
+// Package ownership is the shared vocabulary of error ownership
+// (docs/design.md §3): the header, metadata and span attribute names and the
+// values they carry, the edge modes, and the ownership hints' wire format
+// with the retry-budget defaults. The dependency analysis, the collector
+// processor, the SDK hooks, the store and the dashboards all speak it, so a
+// name is defined here once and nowhere else.
 //
-// The package depends on nothing so that services can import the hooks
-// without pulling in the collector.
+// The package depends on nothing but the standard library, so that services
+// can import the hooks without pulling in the collector.
 package ownership
 
 // Wire names.

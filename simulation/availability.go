@@ -33,7 +33,7 @@ func Availability(rates []float64, budget float64, requests int, seed uint64) []
 	var rows []AvailabilityRow
 	for i, e := range rates {
 		rng := rand.New(rand.NewPCG(seed, uint64(i)))
-		b := hooks.NewBudget(hooks.Limits{Ratio: budget, MinPerSecond: 0})
+		b := hooks.NewBudget(hooks.Limits{Ratio: budget, MinRetriesPerSecond: 0})
 		failed, retries := 0, 0
 		for range requests {
 			b.Deposit()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/errorownership/errorownership/hooks"
 	"github.com/errorownership/errorownership/hooks/hints"
+	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/store"
 	"github.com/errorownership/errorownership/store/pgtest"
 )
@@ -274,7 +275,7 @@ func waitFailOpen(ctx context.Context, base, op, addr string, limit time.Duratio
 	c := hints.New(base, "checkout")
 	deadline := time.Now().Add(limit)
 	for {
-		if _, err := c.Refresh(ctx); err == nil && c.Mode(op, addr, op) == hooks.ModeFailOpen {
+		if _, err := c.Refresh(ctx); err == nil && c.Mode(op, addr, op) == ownership.ModeFailOpen {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -372,7 +373,7 @@ func (rep *DemoReport) Print(w io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "(budget: ratio %.0f%%, min-retries floor 0: the hooks' default floor, %d retries/s over a %v window,\n would allow more retries than 10%% of these few hundred requests earn, and hide the ratio)\n",
-		BudgetRatio*100, hooks.DefaultMinRetriesPerSecond, hooks.DefaultBudgetWindow)
+		BudgetRatio*100, ownership.DefaultMinRetriesPerSecond, hooks.DefaultBudgetWindow)
 
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "== Retry-storm radius (store.Roots): longest chain of hops that retried one failure")

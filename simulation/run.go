@@ -291,7 +291,7 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 			base := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}
 			s.closers = append(s.closers, base.CloseIdleConnections)
 			otelT := otelhttp.NewTransport(base, otelhttp.WithTracerProvider(s.tp), otelhttp.WithPropagators(prop))
-			limits := hooks.Limits{Ratio: cfg.BudgetRatio, MinPerSecond: cfg.BudgetMin}
+			limits := hooks.Limits{Ratio: cfg.BudgetRatio, MinRetriesPerSecond: cfg.BudgetMin}
 			var rt http.RoundTripper
 			switch cfg.Policy {
 			case RetryEveryHop:

@@ -228,10 +228,10 @@ func TestEdgeModel(t *testing.T) {
 			wantAddresses := map[edge][]string{
 				{"frontend", "GET /", "backend", "/api"}: {"10.0.0.7:8080", "backend.shop.svc"},
 			}
-			wantModes := map[edge]dependencyanalysis.Mode{
-				{"frontend", "GET /", "backend", "/api"}: dependencyanalysis.ModeFailClose,
-				{"frontend", "GET /", "cache", "get"}:    dependencyanalysis.ModeFailOpen,
-				{"backend", "/api", "unknown", ""}:       dependencyanalysis.ModeUnknown,
+			wantModes := map[edge]ownership.Mode{
+				{"frontend", "GET /", "backend", "/api"}: ownership.ModeFailClose,
+				{"frontend", "GET /", "cache", "get"}:    ownership.ModeFailOpen,
+				{"backend", "/api", "unknown", ""}:       ownership.ModeUnknown,
 			}
 			if len(got) != len(wantCounts) {
 				t.Fatalf("%d edges, want %d: %+v", len(got), len(wantCounts), got)
@@ -332,7 +332,7 @@ func TestEdgeModelClockAhead(t *testing.T) {
 		if e.Counts.Failed < 150*1.4 || e.Counts.Failed > 150*1.6 {
 			t.Fatalf("failed_alone weighs %v, want about %v", e.Counts.Failed, 150*1.5)
 		}
-		if e.Mode != dependencyanalysis.ModeFailClose {
+		if e.Mode != ownership.ModeFailClose {
 			t.Fatalf("mode %v, want fail_close", e.Mode)
 		}
 		return

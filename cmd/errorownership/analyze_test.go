@@ -108,7 +108,7 @@ func TestAnalyzeScenarios(t *testing.T) {
 			for _, e := range want.Edges {
 				key := [4]string{e.Service, e.Operation, e.PeerService, e.PeerOperation}
 				assert.Contains(t, modes, key, "edge %v", key)
-				assert.Equal(t, e.Mode, modes[key], "edge %v", key)
+				assert.Equal(t, e.Mode.String(), modes[key], "edge %v", key)
 			}
 
 			radius := map[string]int{}

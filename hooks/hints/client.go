@@ -3,10 +3,8 @@ package hints
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/errorownership/errorownership/hooks"
+	"github.com/errorownership/errorownership/ownership"
 )
 
 // Polling limits.
@@ -62,7 +61,7 @@ var _ hooks.HintSource = (*Client)(nil)
 
 // state is one good answer, immutable once stored.
 type state struct {
-	hints   *Hints
+	hints   *ownership.Hints
 	index   index
 	limits  hooks.Limits
 	checked time.Time // when the collector last confirmed these hints
@@ -87,7 +86,7 @@ func WithMaxStale(d time.Duration) Option { return func(c *Client) { c.maxStale 
 // or use Start.
 func New(baseURL, service string, opts ...Option) *Client {
 	c := &Client{
-		url:      strings.TrimSuffix(baseURL, "/") + Path + "?service=" + url.QueryEscape(service),
+		url:      strings.TrimSuffix(baseURL, "/") + ownership.HintsPath + "?service=" + url.QueryEscape(service),
 		service:  service,
 		http:     &http.Client{Timeout: 5 * time.Second},
 		now:      time.Now,
@@ -168,40 +167,21 @@ func (c *Client) fetch(ctx context.Context) (time.Duration, error) {
 	if len(body) > maxBody {
 		return 0, fmt.Errorf("hints: %s: body over %d bytes", c.url, maxBody)
 	}
-	h := new(Hints)
+	h := new(ownership.Hints)
 	if err := json.Unmarshal(body, h); err != nil {
 		return 0, fmt.Errorf("hints: %s: %w", c.url, err)
 	}
-	if err := h.validate(c.service); err != nil {
+	if err := h.Validate(c.service); err != nil {
 		return 0, fmt.Errorf("hints: %s: %w", c.url, err)
 	}
-	c.state.Store(&state{hints: h, index: newIndex(h.Edges), limits: h.Limits(), checked: c.now()})
+	c.state.Store(&state{hints: h, index: newIndex(h.Edges), limits: h.Budget(), checked: c.now()})
 	c.etag = res.Header.Get("ETag")
 	return pollAfter(res.Header, h), nil
 }
 
-// validate rejects what a sane collector cannot have meant. A budget out of
-// range would let a bad answer start a storm, so the whole answer goes.
-func (h *Hints) validate(service string) error {
-	switch {
-	case h.Version != Version:
-		return fmt.Errorf("version %d, want %d", h.Version, Version)
-	case h.Service != "" && h.Service != service:
-		return fmt.Errorf("hints for service %q, want %q", h.Service, service)
-	case h.TTLSeconds < 0:
-		return errors.New("negative ttl_seconds")
-	}
-	if b := h.RetryBudget; b != nil {
-		if !(b.Ratio >= 0 && b.Ratio <= 1) || !(b.MinRetriesPerSecond >= 0) || math.IsInf(b.MinRetriesPerSecond, 0) {
-			return fmt.Errorf("retry_budget out of range: ratio %v, min_retries_per_second %v", b.Ratio, b.MinRetriesPerSecond)
-		}
-	}
-	return nil
-}
-
 // pollAfter is the response's max-age, else the hints' TTL, else
 // DefaultTTL, within [1 s, 10 min].
-func pollAfter(hdr http.Header, h *Hints) time.Duration {
+func pollAfter(hdr http.Header, h *ownership.Hints) time.Duration {
 	d := DefaultTTL
 	if age, ok := maxAge(hdr.Get("Cache-Control")); ok {
 		d = age
@@ -252,10 +232,10 @@ func (c *Client) current() *state {
 // When the hints know no edge from operation to the peer (or operation is
 // ""), it asks the same question over every inbound operation. Without
 // hints, or when nothing matches, it is ModeUnknown.
-func (c *Client) Mode(operation, peerService, peerOperation string) hooks.Mode {
+func (c *Client) Mode(operation, peerService, peerOperation string) ownership.Mode {
 	st := c.current()
 	if st == nil {
-		return hooks.ModeUnknown
+		return ownership.ModeUnknown
 	}
 	return st.index.mode(operation, peerService, peerOperation)
 }
@@ -270,7 +250,7 @@ func (c *Client) BudgetLimits() hooks.Limits {
 
 // Hints returns the hints in use and true, or nil and false when the safe
 // defaults apply. The result must not be modified.
-func (c *Client) Hints() (*Hints, bool) {
+func (c *Client) Hints() (*ownership.Hints, bool) {
 	if st := c.current(); st != nil {
 		return st.hints, true
 	}
@@ -280,14 +260,14 @@ func (c *Client) Hints() (*Hints, bool) {
 // index finds the edges a hook's question is about: by the callee's name
 // or address, then by the operations, matched as route templates.
 type index struct {
-	edges []Edge
+	edges []ownership.HintEdge
 	// byPeer holds, by peer service and by each full address, the edges
 	// to that peer; portless those whose address has no port, by host;
 	// ported those whose address has a port, by host.
 	byPeer, portless, ported map[string][]int32
 }
 
-func newIndex(edges []Edge) index {
+func newIndex(edges []ownership.HintEdge) index {
 	ix := index{edges: edges, byPeer: map[string][]int32{}, portless: map[string][]int32{}, ported: map[string][]int32{}}
 	for i, e := range edges {
 		n := int32(i)
@@ -317,7 +297,7 @@ func splitPort(addr string) (string, bool) {
 	return host, true
 }
 
-func (ix *index) mode(operation, peer, peerOperation string) hooks.Mode {
+func (ix *index) mode(operation, peer, peerOperation string) ownership.Mode {
 	cands := ix.byPeer[peer]
 	if len(cands) == 0 {
 		if host, ok := splitPort(peer); ok {
@@ -346,9 +326,9 @@ func (ix *index) mode(operation, peer, peerOperation string) hooks.Mode {
 		}
 		seen[i] = true
 		switch e.Mode {
-		case hooks.ModeFailOpen:
+		case ownership.ModeFailOpen:
 			t.open++
-		case hooks.ModeFailClose:
+		case ownership.ModeFailClose:
 			t.close++
 		default:
 			t.unknown++
@@ -360,14 +340,14 @@ func (ix *index) mode(operation, peer, peerOperation string) hooks.Mode {
 // tally counts the modes of the edges a question covers.
 type tally struct{ open, close, unknown int }
 
-func (t tally) mode() hooks.Mode {
+func (t tally) mode() ownership.Mode {
 	switch {
 	case t.close > 0:
-		return hooks.ModeFailClose
+		return ownership.ModeFailClose
 	case t.open > 0 && t.unknown == 0:
-		return hooks.ModeFailOpen
+		return ownership.ModeFailOpen
 	}
-	return hooks.ModeUnknown
+	return ownership.ModeUnknown
 }
 
 // matchOperation reports whether op names a request of the operation

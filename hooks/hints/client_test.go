@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/errorownership/errorownership/hooks"
+	"github.com/errorownership/errorownership/ownership"
 )
 
 const sample = `{"version":1,"service":"checkout","generated_at":"2026-11-29T16:00:00Z","ttl_seconds":30,
@@ -43,7 +44,7 @@ func newCollector(t *testing.T) *collector {
 	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.requests.Add(1)
 		c.lastINM.Store(r.Header.Get("If-None-Match"))
-		if r.URL.Path != Path || r.URL.Query().Get("service") != "checkout" {
+		if r.URL.Path != ownership.HintsPath || r.URL.Query().Get("service") != "checkout" {
 			http.NotFound(w, r)
 			return
 		}
@@ -73,13 +74,13 @@ func (c *collector) set(f func(c *collector)) {
 }
 
 func TestSampleDecodes(t *testing.T) {
-	var h Hints
+	var h ownership.Hints
 	if err := json.Unmarshal([]byte(sample), &h); err != nil {
 		t.Fatal(err)
 	}
 	e := h.Edges[0]
 	if h.Version != 1 || h.Service != "checkout" || h.TTLSeconds != 30 || h.GeneratedAt.IsZero() ||
-		e.Mode != hooks.ModeFailOpen || e.Samples != 175 || e.Confidence != 0.95 || e.PeerOperation != "GET /recommendations" {
+		e.Mode != ownership.ModeFailOpen || e.Samples != 175 || e.Confidence != 0.95 || e.PeerOperation != "GET /recommendations" {
 		t.Fatalf("decoded %+v", h)
 	}
 	out, err := json.Marshal(e)
@@ -99,32 +100,32 @@ func TestMode(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		op, peer, peerOp string
-		want             hooks.Mode
+		want             ownership.Mode
 	}{
-		{"POST /checkout", "recommendations", "GET /recommendations", hooks.ModeFailOpen},
-		{"POST /checkout", "payments", "POST /charge", hooks.ModeFailClose},
+		{"POST /checkout", "recommendations", "GET /recommendations", ownership.ModeFailOpen},
+		{"POST /checkout", "payments", "POST /charge", ownership.ModeFailClose},
 		// Peer operation unknown to the client: fail-open only if every
 		// edge to the peer is.
-		{"POST /checkout", "recommendations", "", hooks.ModeFailOpen},
-		{"POST /checkout", "ads", "", hooks.ModeUnknown},
-		{"POST /checkout", "payments", "", hooks.ModeFailClose},
-		{"GET /cart", "recommendations", "", hooks.ModeFailClose},
+		{"POST /checkout", "recommendations", "", ownership.ModeFailOpen},
+		{"POST /checkout", "ads", "", ownership.ModeUnknown},
+		{"POST /checkout", "payments", "", ownership.ModeFailClose},
+		{"GET /cart", "recommendations", "", ownership.ModeFailClose},
 		// Without the inbound operation, the same over every operation.
-		{"", "recommendations", "", hooks.ModeFailClose},
-		{"", "recommendations", "GET /recommendations/{id}", hooks.ModeFailOpen},
-		{"", "audit", "", hooks.ModeFailOpen},
+		{"", "recommendations", "", ownership.ModeFailClose},
+		{"", "recommendations", "GET /recommendations/{id}", ownership.ModeFailOpen},
+		{"", "audit", "", ownership.ModeFailOpen},
 		// An operation the hints do not know falls back likewise.
-		{"GET /unknown", "audit", "POST /log", hooks.ModeFailOpen},
-		{"GET /unknown", "recommendations", "GET /recommendations", hooks.ModeFailClose},
+		{"GET /unknown", "audit", "POST /log", ownership.ModeFailOpen},
+		{"GET /unknown", "recommendations", "GET /recommendations", ownership.ModeFailClose},
 		// Nothing known.
-		{"POST /checkout", "inventory", "", hooks.ModeUnknown},
-		{"POST /checkout", "payments", "POST /refund", hooks.ModeUnknown},
+		{"POST /checkout", "inventory", "", ownership.ModeUnknown},
+		{"POST /checkout", "payments", "POST /refund", ownership.ModeUnknown},
 	} {
 		if got := c.Mode(tc.op, tc.peer, tc.peerOp); got != tc.want {
 			t.Errorf("Mode(%q, %q, %q) = %v, want %v", tc.op, tc.peer, tc.peerOp, got, tc.want)
 		}
 	}
-	if l := c.BudgetLimits(); l != (hooks.Limits{Ratio: 0.2, MinPerSecond: 5}) {
+	if l := c.BudgetLimits(); l != (hooks.Limits{Ratio: 0.2, MinRetriesPerSecond: 5}) {
 		t.Errorf("limits %+v", l)
 	}
 }
@@ -148,18 +149,18 @@ func TestModeByAddressAndRoute(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, op, peer, peerOp string
-		want                   hooks.Mode
+		want                   ownership.Mode
 	}{
-		{"address and concrete path", "POST /checkout", "10.0.0.7:8080", "GET /recommendations/42", hooks.ModeFailOpen},
-		{"a DNS name without a port", "POST /checkout", "recs.shop.svc", "GET /recommendations/42?x=1", hooks.ModeFailOpen},
-		{"another port of a known host is another service", "POST /checkout", "10.0.0.7:9090", "", hooks.ModeUnknown},
-		{"a host whose hint has no port, called with one", "POST /checkout", "recs.shop.svc:80", "", hooks.ModeFailOpen},
-		{"a concrete inbound path matches its route", "POST /checkout", "10.0.0.7:8080", "", hooks.ModeFailOpen},
-		{"the other operation's edge", "GET /orders/17", "10.0.0.7:8080", "GET /recommendations/1", hooks.ModeFailClose},
-		{"gRPC by target address", "POST /checkout", "stock:443", "stock.Stock/Reserve", hooks.ModeFailOpen},
-		{"a path the route does not cover", "POST /checkout", "10.0.0.7:8080", "GET /recommendations/1/more", hooks.ModeUnknown},
-		{"a method the route does not cover", "POST /checkout", "10.0.0.7:8080", "POST /recommendations/1", hooks.ModeUnknown},
-		{"fail-close by address", "POST /checkout", "10.0.0.8:8080", "POST /charge", hooks.ModeFailClose},
+		{"address and concrete path", "POST /checkout", "10.0.0.7:8080", "GET /recommendations/42", ownership.ModeFailOpen},
+		{"a DNS name without a port", "POST /checkout", "recs.shop.svc", "GET /recommendations/42?x=1", ownership.ModeFailOpen},
+		{"another port of a known host is another service", "POST /checkout", "10.0.0.7:9090", "", ownership.ModeUnknown},
+		{"a host whose hint has no port, called with one", "POST /checkout", "recs.shop.svc:80", "", ownership.ModeFailOpen},
+		{"a concrete inbound path matches its route", "POST /checkout", "10.0.0.7:8080", "", ownership.ModeFailOpen},
+		{"the other operation's edge", "GET /orders/17", "10.0.0.7:8080", "GET /recommendations/1", ownership.ModeFailClose},
+		{"gRPC by target address", "POST /checkout", "stock:443", "stock.Stock/Reserve", ownership.ModeFailOpen},
+		{"a path the route does not cover", "POST /checkout", "10.0.0.7:8080", "GET /recommendations/1/more", ownership.ModeUnknown},
+		{"a method the route does not cover", "POST /checkout", "10.0.0.7:8080", "POST /recommendations/1", ownership.ModeUnknown},
+		{"fail-close by address", "POST /checkout", "10.0.0.8:8080", "POST /charge", ownership.ModeFailClose},
 	} {
 		if got := c.Mode(tc.op, tc.peer, tc.peerOp); got != tc.want {
 			t.Errorf("%s: Mode(%q, %q, %q) = %v, want %v", tc.name, tc.op, tc.peer, tc.peerOp, got, tc.want)
@@ -222,7 +223,7 @@ func TestRevalidation(t *testing.T) {
 	if err != nil || next != DefaultTTL {
 		t.Fatalf("third refresh: next %v, err %v", next, err)
 	}
-	if got := c.Mode("POST /checkout", "recommendations", ""); got != hooks.ModeUnknown {
+	if got := c.Mode("POST /checkout", "recommendations", ""); got != ownership.ModeUnknown {
 		t.Fatalf("old edges survived: %v", got)
 	}
 	if l := c.BudgetLimits(); l != hooks.DefaultLimits() {
@@ -258,7 +259,7 @@ func TestGarbageKeepsLastGood(t *testing.T) {
 			if next != time.Second {
 				t.Errorf("first retry after %v, want 1s", next)
 			}
-			if got := c.Mode("POST /checkout", "recommendations", ""); got != hooks.ModeFailOpen {
+			if got := c.Mode("POST /checkout", "recommendations", ""); got != ownership.ModeFailOpen {
 				t.Errorf("last good hints lost: %v", got)
 			}
 		})
@@ -280,7 +281,7 @@ func TestSafeDefaults(t *testing.T) {
 	if next != 4*time.Second {
 		t.Errorf("third retry after %v, want 4s backoff", next)
 	}
-	if got := c.Mode("POST /checkout", "recommendations", "GET /recommendations"); got != hooks.ModeUnknown {
+	if got := c.Mode("POST /checkout", "recommendations", "GET /recommendations"); got != ownership.ModeUnknown {
 		t.Errorf("mode without hints %v", got)
 	}
 	if l := c.BudgetLimits(); l != hooks.DefaultLimits() {
@@ -300,13 +301,13 @@ func TestSafeDefaults(t *testing.T) {
 	mu.Lock()
 	now = now.Add(59 * time.Second)
 	mu.Unlock()
-	if got := c.Mode("POST /checkout", "recommendations", ""); got != hooks.ModeFailOpen {
+	if got := c.Mode("POST /checkout", "recommendations", ""); got != ownership.ModeFailOpen {
 		t.Errorf("hints dropped before they went stale: %v", got)
 	}
 	mu.Lock()
 	now = now.Add(2 * time.Second)
 	mu.Unlock()
-	if got := c.Mode("POST /checkout", "recommendations", ""); got != hooks.ModeUnknown {
+	if got := c.Mode("POST /checkout", "recommendations", ""); got != ownership.ModeUnknown {
 		t.Errorf("stale hints still used: %v", got)
 	}
 	if l := c.BudgetLimits(); l != hooks.DefaultLimits() {
@@ -327,7 +328,7 @@ func TestStartPolls(t *testing.T) {
 	if col.requests.Load() < 2 {
 		t.Fatalf("%d polls in 5 s with max-age=1", col.requests.Load())
 	}
-	if got := c.Mode("POST /checkout", "recommendations", ""); got != hooks.ModeFailOpen {
+	if got := c.Mode("POST /checkout", "recommendations", ""); got != ownership.ModeFailOpen {
 		t.Fatalf("mode %v", got)
 	}
 	cancel()

@@ -104,7 +104,7 @@ func (c *serverCall) settle(ctx context.Context, fullMethod string, err error, s
 	var modes hooks.ModeFunc
 	if src := c.cfg.Hints; src != nil {
 		op := operation(fullMethod)
-		modes = func(peer, peerOp string) hooks.Mode { return src.Mode(op, peer, peerOp) }
+		modes = func(peer, peerOp string) ownership.Mode { return src.Mode(op, peer, peerOp) }
 	}
 	claim, reason := c.ledger.Decide(modes, timedOut)
 	md := metadata.Pairs(ownership.GRPCClaimKey, claim.String())

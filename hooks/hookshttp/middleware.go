@@ -82,7 +82,7 @@ func (c *serverCall) decide(code int) {
 	var modes hooks.ModeFunc
 	if src := c.cfg.Hints; src != nil {
 		op := c.cfg.operation(&c.req)
-		modes = func(peer, peerOp string) hooks.Mode { return src.Mode(op, peer, peerOp) }
+		modes = func(peer, peerOp string) ownership.Mode { return src.Mode(op, peer, peerOp) }
 	}
 	claim, reason := c.ledger.Decide(modes, timedOut)
 	h[ownership.HTTPClaimHeader] = []string{claim.String()}

@@ -116,11 +116,11 @@ type askedOperations struct {
 	ops []string
 }
 
-func (a *askedOperations) Mode(operation, _, _ string) hooks.Mode {
+func (a *askedOperations) Mode(operation, _, _ string) ownership.Mode {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.ops = append(a.ops, operation)
-	return hooks.ModeUnknown
+	return ownership.ModeUnknown
 }
 
 func (a *askedOperations) BudgetLimits() hooks.Limits { return hooks.DefaultLimits() }
@@ -241,7 +241,7 @@ func TestCoincidental(t *testing.T) {
 			// The hints name recommendations by its service.name and list
 			// the address B reached it at: B's hooks need no names.
 			collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.URL.Path != hints.Path || r.URL.Query().Get("service") != "b" {
+				if r.URL.Path != ownership.HintsPath || r.URL.Query().Get("service") != "b" {
 					http.NotFound(w, r)
 					return
 				}

@@ -252,7 +252,7 @@ func TestTransportNetworkError(t *testing.T) {
 func TestTransportBudget(t *testing.T) {
 	f := newFailing(t, []string{"claimed"})
 	frozen := time.Unix(1_800_000_000, 0)
-	budget := hooks.NewBudget(hooks.Limits{Ratio: 0.1, MinPerSecond: 1},
+	budget := hooks.NewBudget(hooks.Limits{Ratio: 0.1, MinRetriesPerSecond: 1},
 		hooks.BudgetWindow(10*time.Second), hooks.BudgetClock(func() time.Time { return frozen }))
 	rt := hookshttp.Transport(http.DefaultTransport, append(fastRetries, hookshttp.WithBudget(budget))...)
 	decisions := map[ownership.RetryDecision]int{}

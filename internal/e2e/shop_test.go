@@ -22,9 +22,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/errorownership/errorownership/hooks"
 	"github.com/errorownership/errorownership/hooks/hints"
 	"github.com/errorownership/errorownership/internal/e2e/shopapp/truth"
+	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/store/pgtest"
 )
 
@@ -233,15 +233,15 @@ func TestShopEndToEnd(t *testing.T) {
 	// The tolerated edge is learned fail-open and reaches checkout's hooks,
 	// which know recommendations only by its address.
 	h := hints.New(hintsURL, "checkout")
-	var doc *hints.Hints
+	var doc *ownership.Hints
 	require.Eventually(t, func() bool {
 		if _, err := h.Refresh(context.Background()); err != nil {
 			return false
 		}
 		doc, _ = h.Hints()
-		return h.Mode("GET /checkout/{id}", recs.addr, "shop.Recommendations/List") == hooks.ModeFailOpen
+		return h.Mode("GET /checkout/{id}", recs.addr, "shop.Recommendations/List") == ownership.ModeFailOpen
 	}, time.Minute, 200*time.Millisecond, "recommendations never became fail_open in checkout's hints")
-	peers := map[string]hints.Edge{}
+	peers := map[string]ownership.HintEdge{}
 	for _, e := range doc.Edges {
 		peers[e.PeerService] = e
 	}
@@ -249,7 +249,7 @@ func TestShopEndToEnd(t *testing.T) {
 	require.Contains(t, peers, "payments")
 	assert.Contains(t, peers["recommendations"].PeerAddresses, recs.addr)
 	assert.Contains(t, peers["payments"].PeerAddresses, payments.addr)
-	assert.Equal(t, hooks.ModeFailClose, peers["payments"].Mode)
+	assert.Equal(t, ownership.ModeFailClose, peers["payments"].Mode)
 	// checkout's own hint client polls every ttl (2s): let it catch up, and
 	// the collector's verdicts read the same model back (model_refresh 1s).
 	time.Sleep(3 * time.Second)

@@ -1,6 +1,10 @@
 package scenario
 
-import "go.opentelemetry.io/collector/pdata/ptrace"
+import (
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/errorownership/errorownership/ownership"
+)
 
 // Scenario is one story of error ownership: its traces and the figures
 // the dependency analysis must find in them.
@@ -16,13 +20,6 @@ type Scenario struct {
 
 	truth truth
 }
-
-// Edge modes, as EdgeExpectation.Mode spells them.
-const (
-	ModeFailClose = "fail_close"
-	ModeFailOpen  = "fail_open"
-	ModeUnknown   = "unknown"
-)
 
 // Expected holds the figures the analysis must find in a scenario, worked
 // out by hand from the rules of DESIGN §3, with the edge model learned over
@@ -74,6 +71,6 @@ type EdgeExpectation struct {
 	Operation     string `json:"operation"`
 	PeerService   string `json:"peer_service"`
 	PeerOperation string `json:"peer_operation"`
-	// Mode is ModeFailClose, ModeFailOpen or ModeUnknown.
-	Mode string `json:"mode"`
+	// Mode is the edge's mode, spelt as the hints spell it.
+	Mode ownership.Mode `json:"mode"`
 }

@@ -231,7 +231,7 @@ func checkTruth(t *testing.T, s Scenario) {
 		assert.Subset(t, []string{claimed, unclaimed}, slices.Collect(maps.Keys(se.ExpectedClaims)))
 	}
 
-	modes := map[edgeKey]string{}
+	modes := map[edgeKey]ownership.Mode{}
 	for _, ee := range e.Edges {
 		k := edgeKey{ee.Service, ee.Operation, ee.PeerService, ee.PeerOperation}
 		modes[k] = ee.Mode
@@ -258,7 +258,7 @@ func checkTruth(t *testing.T, s Scenario) {
 }
 
 // judge applies the claim decision table to one failed request.
-func judge(calls []callRecord, modes map[edgeKey]string) (verdict, claim string) {
+func judge(calls []callRecord, modes map[edgeKey]ownership.Mode) (verdict, claim string) {
 	var blocking []callRecord
 	anyFailed := false
 	for _, c := range calls {
@@ -266,7 +266,7 @@ func judge(calls []callRecord, modes map[edgeKey]string) (verdict, claim string)
 			continue
 		}
 		anyFailed = true
-		if c.timedOut || modes[c.edge] != ModeFailOpen {
+		if c.timedOut || modes[c.edge] != ownership.ModeFailOpen {
 			blocking = append(blocking, c)
 		}
 	}
@@ -286,9 +286,9 @@ func judge(calls []callRecord, modes map[edgeKey]string) (verdict, claim string)
 
 // mode is the edge model's rule: Wilson score interval at z = 1.96, at
 // least 20 failed calls.
-func mode(n, k int) string {
+func mode(n, k int) ownership.Mode {
 	if n < 20 {
-		return ModeUnknown
+		return ownership.ModeUnknown
 	}
 	const z = 1.96
 	p, nf := float64(k)/float64(n), float64(n)
@@ -297,11 +297,11 @@ func mode(n, k int) string {
 	half := z * math.Sqrt(p*(1-p)/nf+z*z/(4*nf*nf)) / den
 	switch {
 	case center-half >= 0.8:
-		return ModeFailClose
+		return ownership.ModeFailClose
 	case center+half <= 0.2:
-		return ModeFailOpen
+		return ownership.ModeFailOpen
 	}
-	return ModeUnknown
+	return ownership.ModeUnknown
 }
 
 func sum(m map[string]int) int {

@@ -100,10 +100,10 @@ func ChainRetryEveryHop() Scenario {
 				"g": {Served: 80},
 			},
 			Edges: []EdgeExpectation{
-				{"a", "GET /a", "b", "GET /b", ModeUnknown}, // 10 failed calls: too few
-				{"b", "GET /b", "c", "GET /c", ModeFailClose},
-				{"c", "GET /c", "d", "GET /d", ModeFailClose},
-				{"d", "GET /d", "e", "GET /e", ModeUnknown}, // never failed
+				{"a", "GET /a", "b", "GET /b", ownership.ModeUnknown}, // 10 failed calls: too few
+				{"b", "GET /b", "c", "GET /c", ownership.ModeFailClose},
+				{"c", "GET /c", "d", "GET /d", ownership.ModeFailClose},
+				{"d", "GET /d", "e", "GET /e", ownership.ModeUnknown}, // never failed
 			},
 			StormRadius: map[string]int{"a GET /a": 3},
 		})
@@ -134,10 +134,10 @@ func ChainRetryBudget() Scenario {
 				"g": {Served: 133},
 			},
 			Edges: []EdgeExpectation{
-				{"a", "GET /a", "b", "GET /b", ModeFailClose},
-				{"b", "GET /b", "c", "GET /c", ModeFailClose},
-				{"c", "GET /c", "d", "GET /d", ModeFailClose},
-				{"d", "GET /d", "e", "GET /e", ModeUnknown},
+				{"a", "GET /a", "b", "GET /b", ownership.ModeFailClose},
+				{"b", "GET /b", "c", "GET /c", ownership.ModeFailClose},
+				{"c", "GET /c", "d", "GET /d", ownership.ModeFailClose},
+				{"d", "GET /d", "e", "GET /e", ownership.ModeUnknown},
 			},
 			// Root request 10 (the 10th) is retried at every hop above d.
 			StormRadius: map[string]int{"a GET /a": 3},
@@ -167,10 +167,10 @@ func ChainOwnership() Scenario {
 				"g": {Served: 110},
 			},
 			Edges: []EdgeExpectation{
-				{"a", "GET /a", "b", "GET /b", ModeFailClose},
-				{"b", "GET /b", "c", "GET /c", ModeFailClose},
-				{"c", "GET /c", "d", "GET /d", ModeFailClose},
-				{"d", "GET /d", "e", "GET /e", ModeUnknown},
+				{"a", "GET /a", "b", "GET /b", ownership.ModeFailClose},
+				{"b", "GET /b", "c", "GET /c", ownership.ModeFailClose},
+				{"c", "GET /c", "d", "GET /d", ownership.ModeFailClose},
+				{"d", "GET /d", "e", "GET /e", ownership.ModeUnknown},
 			},
 			StormRadius: map[string]int{"a GET /a": 1},
 		})
@@ -241,8 +241,8 @@ func Coincidental() Scenario {
 				"payments":        {Served: 315, RetriesReceived: 50, Verdicts: map[string]int{own: 95}, ExpectedClaims: map[string]int{claimed: 95}, SentClaims: map[string]int{claimed: 95}},
 			},
 			Edges: []EdgeExpectation{
-				{"checkout", "POST /checkout", "recommendations", "GET /recommendations", ModeFailOpen}, // k/n = 10/170, failed alone
-				{"checkout", "POST /checkout", "payments", "POST /payments", ModeFailClose},             // 40/40
+				{"checkout", "POST /checkout", "recommendations", "GET /recommendations", ownership.ModeFailOpen}, // k/n = 10/170, failed alone
+				{"checkout", "POST /checkout", "payments", "POST /payments", ownership.ModeFailClose},             // 40/40
 			},
 			StormRadius: map[string]int{"checkout POST /checkout": 1},
 		})
@@ -267,8 +267,8 @@ func MissingClaims() Scenario {
 				"c": {Served: 90, RetriesReceived: 45, Verdicts: map[string]int{own: 90}, ExpectedClaims: map[string]int{claimed: 90}, SentClaims: map[string]int{claimed: 90}},
 			},
 			Edges: []EdgeExpectation{
-				{"a", "GET /a", "b", "GET /b", ModeFailClose},
-				{"b", "GET /b", "c", "GET /c", ModeFailClose},
+				{"a", "GET /a", "b", "GET /b", ownership.ModeFailClose},
+				{"b", "GET /b", "c", "GET /c", ownership.ModeFailClose},
 			},
 			StormRadius: map[string]int{"a GET /a": 2},
 		})
@@ -294,8 +294,8 @@ func NoRetryPolicy() Scenario {
 				"payments": {Served: 60, Verdicts: map[string]int{own: 60}, ExpectedClaims: map[string]int{claimed: 60}, SentClaims: map[string]int{claimed: 60}},
 			},
 			Edges: []EdgeExpectation{
-				{"web", "POST /checkout", "orders", "POST /orders", ModeFailClose},
-				{"orders", "POST /orders", "payments", "POST /charge", ModeFailClose},
+				{"web", "POST /checkout", "orders", "POST /orders", ownership.ModeFailClose},
+				{"orders", "POST /orders", "payments", "POST /charge", ownership.ModeFailClose},
 			},
 			StormRadius: map[string]int{"web POST /checkout": 1},
 		})
@@ -331,8 +331,8 @@ func BrokenContext() Scenario {
 				"d": {Served: 60, Verdicts: map[string]int{own: 60}, ExpectedClaims: map[string]int{claimed: 60}, SentClaims: map[string]int{claimed: 60}},
 			},
 			Edges: []EdgeExpectation{
-				{"a", "GET /a", "b", "GET /b", ModeFailClose},
-				{"b", "GET /b", "c", "GET /c", ModeFailClose},
+				{"a", "GET /a", "b", "GET /b", ownership.ModeFailClose},
+				{"b", "GET /b", "c", "GET /c", ownership.ModeFailClose},
 			},
 			StormRadius:   map[string]int{"a GET /a": 1},
 			BrokenContext: 60,
@@ -392,8 +392,8 @@ func Fanout() Scenario {
 				"inventory": {Served: 75, Verdicts: map[string]int{own: 25}, ExpectedClaims: map[string]int{claimed: 25}, SentClaims: map[string]int{missing: 25}},
 			},
 			Edges: []EdgeExpectation{
-				{"frontend", "GET /product", "inventory", "GET /stock", ModeFailClose},
-				{"frontend", "GET /product", "pricing", "GET /price", ModeUnknown},
+				{"frontend", "GET /product", "inventory", "GET /stock", ownership.ModeFailClose},
+				{"frontend", "GET /product", "pricing", "GET /price", ownership.ModeUnknown},
 			},
 			StormRadius: map[string]int{"frontend GET /product": 0},
 			OrphanSpans: 7,
@@ -467,9 +467,9 @@ func GRPCStatus() Scenario {
 				"tax":    {Served: 180, Verdicts: map[string]int{own: 30}, ExpectedClaims: map[string]int{claimed: 30}, SentClaims: map[string]int{missing: 30}},
 			},
 			Edges: []EdgeExpectation{
-				{"orders", "shop.Orders/PlaceOrder", "stock", "shop.Stock/Reserve", ModeFailClose},
-				{"orders", "shop.Orders/PlaceOrder", "quotes", "shop.Quotes/Quote", ModeFailClose},
-				{"orders", "shop.Orders/PlaceOrder", "tax", "shop.Tax/Compute", ModeFailClose},
+				{"orders", "shop.Orders/PlaceOrder", "stock", "shop.Stock/Reserve", ownership.ModeFailClose},
+				{"orders", "shop.Orders/PlaceOrder", "quotes", "shop.Quotes/Quote", ownership.ModeFailClose},
+				{"orders", "shop.Orders/PlaceOrder", "tax", "shop.Tax/Compute", ownership.ModeFailClose},
 			},
 		})
 }
@@ -511,7 +511,7 @@ func MessageQueue() Scenario {
 				"ledger": {Served: 90, Verdicts: map[string]int{own: 30}, ExpectedClaims: map[string]int{claimed: 30}, SentClaims: map[string]int{missing: 30}},
 			},
 			Edges: []EdgeExpectation{
-				{"worker", "orders process", "ledger", "POST /entries", ModeFailClose},
+				{"worker", "orders process", "ledger", "POST /entries", ownership.ModeFailClose},
 			},
 		})
 }
@@ -559,7 +559,7 @@ func Timeout() Scenario {
 				"slow":    {Served: 165, Verdicts: map[string]int{own: 100}, ExpectedClaims: map[string]int{claimed: 100}, SentClaims: map[string]int{missing: 100}},
 			},
 			Edges: []EdgeExpectation{
-				{"gateway", "GET /home", "slow", "GET /slow", ModeFailOpen},
+				{"gateway", "GET /home", "slow", "GET /slow", ownership.ModeFailOpen},
 			},
 		})
 }
@@ -605,7 +605,7 @@ func HTTP4xx() Scenario {
 				"postgres": {Served: 0},
 			},
 			Edges: []EdgeExpectation{
-				{"web", "GET /profile", "users", "GET /users/{id}", ModeFailClose},
+				{"web", "GET /profile", "users", "GET /users/{id}", ownership.ModeFailClose},
 			},
 		})
 }

@@ -13,8 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
-	"github.com/errorownership/errorownership/hooks"
-	"github.com/errorownership/errorownership/hooks/hints"
+	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/store"
 )
 
@@ -37,24 +36,24 @@ type edgeModel interface {
 // hints' form. It is immutable but for the answers it caches.
 type edgeView struct {
 	at    time.Time
-	edges map[string][]hints.Edge // by calling service, sorted
+	edges map[string][]ownership.HintEdge // by calling service, sorted
 
 	mu      sync.RWMutex
 	answers map[string]*hintsAnswer
 }
 
 func newEdgeView(at time.Time) *edgeView {
-	return &edgeView{at: at, edges: make(map[string][]hints.Edge), answers: make(map[string]*hintsAnswer)}
+	return &edgeView{at: at, edges: make(map[string][]ownership.HintEdge), answers: make(map[string]*hintsAnswer)}
 }
 
-func (v *edgeView) add(service string, e hints.Edge) {
+func (v *edgeView) add(service string, e ownership.HintEdge) {
 	v.edges[service] = append(v.edges[service], e)
 }
 
 // sort orders every service's edges, so that equal models encode equally.
 func (v *edgeView) sort() {
 	for _, edges := range v.edges {
-		slices.SortFunc(edges, func(a, b hints.Edge) int {
+		slices.SortFunc(edges, func(a, b ownership.HintEdge) int {
 			return cmp.Or(strings.Compare(a.Operation, b.Operation), strings.Compare(a.PeerService, b.PeerService),
 				strings.Compare(a.PeerOperation, b.PeerOperation))
 		})
@@ -66,7 +65,7 @@ func (v *edgeView) sort() {
 const maxCachedAnswers = 10_000
 
 // answer returns the service's encoded hints, encoding them once per view.
-func (v *edgeView) answer(service string, encode func(service string, edges []hints.Edge, at time.Time) (*hintsAnswer, error)) (*hintsAnswer, error) {
+func (v *edgeView) answer(service string, encode func(service string, edges []ownership.HintEdge, at time.Time) (*hintsAnswer, error)) (*hintsAnswer, error) {
 	v.mu.RLock()
 	ans := v.answers[service]
 	v.mu.RUnlock()
@@ -89,16 +88,14 @@ func (v *edgeView) answer(service string, encode func(service string, edges []hi
 // the mode rests on: for fail_close the lower bound of P(request fails |
 // call failed alone), for fail_open one minus its upper bound; 0 when
 // unknown. Samples is the evidence counted, not weighted.
-func hintEdge(op, peer, peerOp string, addresses []string, est dependencyanalysis.Estimate) hints.Edge {
-	e := hints.Edge{Operation: op, PeerService: peer, PeerOperation: peerOp, PeerAddresses: addresses,
-		Samples: int64(est.Counts.Samples + 0.5)}
+func hintEdge(op, peer, peerOp string, addresses []string, est dependencyanalysis.Estimate) ownership.HintEdge {
+	e := ownership.HintEdge{Operation: op, PeerService: peer, PeerOperation: peerOp, PeerAddresses: addresses,
+		Mode: est.Mode, Samples: int64(est.Counts.Samples + 0.5)}
 	switch est.Mode {
-	case dependencyanalysis.ModeFailClose:
-		e.Mode, e.Confidence = hooks.ModeFailClose, est.Lower
-	case dependencyanalysis.ModeFailOpen:
-		e.Mode, e.Confidence = hooks.ModeFailOpen, 1-est.Upper
-	default:
-		e.Mode = hooks.ModeUnknown
+	case ownership.ModeFailClose:
+		e.Confidence = est.Lower
+	case ownership.ModeFailOpen:
+		e.Confidence = 1 - est.Upper
 	}
 	e.Confidence = float64(int64(e.Confidence*1e4+0.5)) / 1e4
 	return e
@@ -303,7 +300,7 @@ func (m *storeModel) read(ctx context.Context) bool {
 	for i := range est {
 		e := &est[i]
 		v.add(e.Service, hintEdge(e.Operation, e.PeerService, e.PeerOperation, e.PeerAddresses, e.Estimate))
-		if e.Mode == dependencyanalysis.ModeUnknown {
+		if e.Mode == ownership.ModeUnknown {
 			continue
 		}
 		k, ok := m.key(e)

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
+	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/metadata"
 	"github.com/errorownership/errorownership/store"
 )
@@ -39,7 +40,7 @@ func TestCreateDefaultConfig(t *testing.T) {
 	assert.Empty(t, hints.NetAddr.Endpoint, "hints are off until an endpoint is set")
 	assert.Equal(t, 30*time.Second, hints.TTL)
 	assert.Equal(t, time.Second, hints.Refresh)
-	assert.Equal(t, RetryBudgetConfig{Ratio: 0.1, MinRetriesPerSecond: 10}, hints.RetryBudget)
+	assert.Equal(t, ownership.RetryBudget{Ratio: 0.1, MinRetriesPerSecond: 10}, hints.RetryBudget)
 	assert.Equal(t, &Config{
 		DecisionWait:  5 * time.Second,
 		MaxTraces:     50_000,

@@ -20,8 +20,7 @@ import (
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.uber.org/zap"
 
-	"github.com/errorownership/errorownership/hooks"
-	"github.com/errorownership/errorownership/hooks/hints"
+	"github.com/errorownership/errorownership/ownership"
 )
 
 // HintsConfig configures the ownership hints endpoint, GET /v1/hints?service=NAME.
@@ -36,27 +35,17 @@ type HintsConfig struct {
 	// service, so that a thousand callers cost one model read a second.
 	Refresh time.Duration `mapstructure:"refresh"`
 	// RetryBudget is the budget every service is told to keep.
-	RetryBudget RetryBudgetConfig `mapstructure:"retry_budget"`
-}
-
-// RetryBudgetConfig is a retry budget's limits.
-type RetryBudgetConfig struct {
-	// Ratio is retries allowed per request, in [0, 1].
-	Ratio float64 `mapstructure:"ratio"`
-	// MinRetriesPerSecond is a floor of retries always allowed, so that a
-	// service with little traffic can still retry.
-	MinRetriesPerSecond float64 `mapstructure:"min_retries_per_second"`
+	RetryBudget ownership.RetryBudget `mapstructure:"retry_budget"`
 }
 
 func defaultHintsConfig() HintsConfig {
 	server := confighttp.NewDefaultServerConfig()
 	server.NetAddr.Endpoint = "" // off until asked for: a processor opens no port by surprise
-	limits := hooks.DefaultLimits()
 	return HintsConfig{
 		ServerConfig: server,
 		TTL:          30 * time.Second,
 		Refresh:      time.Second,
-		RetryBudget:  RetryBudgetConfig{Ratio: limits.Ratio, MinRetriesPerSecond: limits.MinPerSecond},
+		RetryBudget:  ownership.DefaultRetryBudget(),
 	}
 }
 
@@ -127,7 +116,7 @@ func (h *hintsServer) start(ctx context.Context, host component.Host, set compon
 			h.logger.Error("The ownership hints server stopped", zap.Error(err))
 		}
 	}()
-	h.logger.Info("Serving ownership hints", zap.String("endpoint", ln.Addr().String()), zap.String("path", hints.Path))
+	h.logger.Info("Serving ownership hints", zap.String("endpoint", ln.Addr().String()), zap.String("path", ownership.HintsPath))
 	return nil
 }
 
@@ -149,8 +138,8 @@ func (h *hintsServer) shutdown(ctx context.Context) error {
 
 // ServeHTTP answers GET /v1/hints?service=NAME.
 func (h *hintsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != hints.Path {
-		httpError(w, http.StatusNotFound, "no such path: hints are at "+hints.Path+"?service=NAME")
+	if r.URL.Path != ownership.HintsPath {
+		httpError(w, http.StatusNotFound, "no such path: hints are at "+ownership.HintsPath+"?service=NAME")
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -163,10 +152,10 @@ func (h *hintsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	service, problem := serviceParam(r.URL.RawQuery)
 	switch {
 	case problem != "":
-		httpError(w, http.StatusBadRequest, problem+": ask for "+hints.Path+"?service=NAME")
+		httpError(w, http.StatusBadRequest, problem+": ask for "+ownership.HintsPath+"?service=NAME")
 		return
 	case service == "":
-		httpError(w, http.StatusBadRequest, "the service query parameter is missing: ask for "+hints.Path+"?service=NAME")
+		httpError(w, http.StatusBadRequest, "the service query parameter is missing: ask for "+ownership.HintsPath+"?service=NAME")
 		return
 	case len(service) > maxServiceName:
 		httpError(w, http.StatusBadRequest, "the service query parameter is longer than "+strconv.Itoa(maxServiceName)+" bytes")
@@ -206,15 +195,15 @@ func (h *hintsServer) answer(ctx context.Context, service string) (*hintsAnswer,
 	return v.answer(service, h.encode)
 }
 
-func (h *hintsServer) encode(service string, edges []hints.Edge, at time.Time) (*hintsAnswer, error) {
+func (h *hintsServer) encode(service string, edges []ownership.HintEdge, at time.Time) (*hintsAnswer, error) {
 	if edges == nil {
-		edges = []hints.Edge{}
+		edges = []ownership.HintEdge{}
 	}
-	doc := hints.Hints{
-		Version:     hints.Version,
+	doc := ownership.Hints{
+		Version:     ownership.HintsVersion,
 		Service:     service,
 		TTLSeconds:  int(h.cfg.TTL / time.Second),
-		RetryBudget: &hints.RetryBudget{Ratio: h.cfg.RetryBudget.Ratio, MinRetriesPerSecond: h.cfg.RetryBudget.MinRetriesPerSecond},
+		RetryBudget: &h.cfg.RetryBudget,
 		Edges:       edges,
 	}
 	// The ETag covers what a client acts on, not when it was computed, so

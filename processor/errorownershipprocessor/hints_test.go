@@ -27,6 +27,7 @@ import (
 	"github.com/errorownership/errorownership/hooks"
 	"github.com/errorownership/errorownership/hooks/hints"
 	"github.com/errorownership/errorownership/hooks/hookshttp"
+	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/store/pgtest"
 )
 
@@ -76,7 +77,7 @@ func hintsProcessor(t testing.TB, mutate func(*Config), opts ...func(*processor.
 func TestHintsEndpoint(t *testing.T) {
 	base := hintsProcessor(t, nil)
 
-	res, err := http.Get(base + hints.Path + "?service=checkout")
+	res, err := http.Get(base + ownership.HintsPath + "?service=checkout")
 	require.NoError(t, err)
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
@@ -86,26 +87,26 @@ func TestHintsEndpoint(t *testing.T) {
 	etag := res.Header.Get("ETag")
 	require.NotEmpty(t, etag)
 
-	var doc hints.Hints
+	var doc ownership.Hints
 	require.NoError(t, json.Unmarshal(body, &doc))
-	assert.Equal(t, hints.Version, doc.Version)
+	assert.Equal(t, ownership.HintsVersion, doc.Version)
 	assert.Equal(t, "checkout", doc.Service)
 	assert.Equal(t, 30, doc.TTLSeconds)
-	assert.Equal(t, &hints.RetryBudget{Ratio: 0.1, MinRetriesPerSecond: 10}, doc.RetryBudget)
+	assert.Equal(t, &ownership.RetryBudget{Ratio: 0.1, MinRetriesPerSecond: 10}, doc.RetryBudget)
 	assert.WithinDuration(t, time.Now(), doc.GeneratedAt, time.Minute)
-	modes := map[string]hooks.Mode{}
+	modes := map[string]ownership.Mode{}
 	for _, e := range doc.Edges {
 		assert.Equal(t, "POST /checkout", e.Operation)
 		modes[e.PeerService] = e.Mode
-		if e.Mode != hooks.ModeUnknown {
+		if e.Mode != ownership.ModeUnknown {
 			assert.Greater(t, e.Confidence, 0.8, "%s", e.PeerService)
 			assert.Positive(t, e.Samples)
 		}
 	}
-	assert.Equal(t, map[string]hooks.Mode{"recommendations": hooks.ModeFailOpen, "payments": hooks.ModeFailClose}, modes)
+	assert.Equal(t, map[string]ownership.Mode{"recommendations": ownership.ModeFailOpen, "payments": ownership.ModeFailClose}, modes)
 
 	// The same hints again: 304 with the same ETag.
-	req, _ := http.NewRequest(http.MethodGet, base+hints.Path+"?service=checkout", nil)
+	req, _ := http.NewRequest(http.MethodGet, base+ownership.HintsPath+"?service=checkout", nil)
 	req.Header.Set("If-None-Match", `"other", `+etag)
 	res, err = http.DefaultClient.Do(req)
 	require.NoError(t, err)
@@ -114,7 +115,7 @@ func TestHintsEndpoint(t *testing.T) {
 	assert.Equal(t, etag, res.Header.Get("ETag"))
 
 	// A service nobody saw gets empty hints, not an error: every edge unknown.
-	res, err = http.Get(base + hints.Path + "?service=nobody")
+	res, err = http.Get(base + ownership.HintsPath + "?service=nobody")
 	require.NoError(t, err)
 	require.NoError(t, json.NewDecoder(res.Body).Decode(&doc))
 	res.Body.Close()
@@ -130,22 +131,22 @@ func TestHintsBadRequests(t *testing.T) {
 		code               int
 		says               string
 	}{
-		{"no service", http.MethodGet, hints.Path, http.StatusBadRequest, "the service query parameter is missing"},
-		{"empty service", http.MethodGet, hints.Path + "?service=", http.StatusBadRequest, "the service query parameter is missing"},
-		{"service too long", http.MethodGet, hints.Path + "?service=" + strings.Repeat("x", 300), http.StatusBadRequest, "longer than 255 bytes"},
-		{"malformed escape", http.MethodGet, hints.Path + "?service=%zz", http.StatusBadRequest, "the query string is malformed"},
-		{"NUL byte", http.MethodGet, hints.Path + "?service=%00", http.StatusBadRequest, "holds control characters"},
-		{"NUL byte inside a name", http.MethodGet, hints.Path + "?service=check%00out", http.StatusBadRequest, "holds control characters"},
-		{"invalid UTF-8", http.MethodGet, hints.Path + "?service=%ff", http.StatusBadRequest, "not valid UTF-8"},
-		{"truncated UTF-8", http.MethodGet, hints.Path + "?service=caf%C3", http.StatusBadRequest, "not valid UTF-8"},
-		{"line break", http.MethodGet, hints.Path + "?service=checkout%0D%0AX-Injected:%201", http.StatusBadRequest, "holds control characters"},
-		{"escape character", http.MethodGet, hints.Path + "?service=%1B%5B31m", http.StatusBadRequest, "holds control characters"},
-		{"DEL", http.MethodGet, hints.Path + "?service=checkout%7F", http.StatusBadRequest, "holds control characters"},
-		{"C1 control", http.MethodGet, hints.Path + "?service=%C2%85", http.StatusBadRequest, "holds control characters"},
-		{"service twice", http.MethodGet, hints.Path + "?service=checkout&service=payments", http.StatusBadRequest, "given more than once"},
-		{"service twice, the same", http.MethodGet, hints.Path + "?service=checkout&service=checkout", http.StatusBadRequest, "given more than once"},
-		{"service twice, once escaped", http.MethodGet, hints.Path + "?service=checkout&s%65rvice=payments", http.StatusBadRequest, "given more than once"},
-		{"wrong method", http.MethodPost, hints.Path + "?service=checkout", http.StatusMethodNotAllowed, "use GET"},
+		{"no service", http.MethodGet, ownership.HintsPath, http.StatusBadRequest, "the service query parameter is missing"},
+		{"empty service", http.MethodGet, ownership.HintsPath + "?service=", http.StatusBadRequest, "the service query parameter is missing"},
+		{"service too long", http.MethodGet, ownership.HintsPath + "?service=" + strings.Repeat("x", 300), http.StatusBadRequest, "longer than 255 bytes"},
+		{"malformed escape", http.MethodGet, ownership.HintsPath + "?service=%zz", http.StatusBadRequest, "the query string is malformed"},
+		{"NUL byte", http.MethodGet, ownership.HintsPath + "?service=%00", http.StatusBadRequest, "holds control characters"},
+		{"NUL byte inside a name", http.MethodGet, ownership.HintsPath + "?service=check%00out", http.StatusBadRequest, "holds control characters"},
+		{"invalid UTF-8", http.MethodGet, ownership.HintsPath + "?service=%ff", http.StatusBadRequest, "not valid UTF-8"},
+		{"truncated UTF-8", http.MethodGet, ownership.HintsPath + "?service=caf%C3", http.StatusBadRequest, "not valid UTF-8"},
+		{"line break", http.MethodGet, ownership.HintsPath + "?service=checkout%0D%0AX-Injected:%201", http.StatusBadRequest, "holds control characters"},
+		{"escape character", http.MethodGet, ownership.HintsPath + "?service=%1B%5B31m", http.StatusBadRequest, "holds control characters"},
+		{"DEL", http.MethodGet, ownership.HintsPath + "?service=checkout%7F", http.StatusBadRequest, "holds control characters"},
+		{"C1 control", http.MethodGet, ownership.HintsPath + "?service=%C2%85", http.StatusBadRequest, "holds control characters"},
+		{"service twice", http.MethodGet, ownership.HintsPath + "?service=checkout&service=payments", http.StatusBadRequest, "given more than once"},
+		{"service twice, the same", http.MethodGet, ownership.HintsPath + "?service=checkout&service=checkout", http.StatusBadRequest, "given more than once"},
+		{"service twice, once escaped", http.MethodGet, ownership.HintsPath + "?service=checkout&s%65rvice=payments", http.StatusBadRequest, "given more than once"},
+		{"wrong method", http.MethodPost, ownership.HintsPath + "?service=checkout", http.StatusMethodNotAllowed, "use GET"},
 		{"wrong path", http.MethodGet, "/v2/hints?service=checkout", http.StatusNotFound, "hints are at /v1/hints?service=NAME"},
 	}
 	for _, tt := range tests {
@@ -171,9 +172,9 @@ func TestHintsReachTheHooks(t *testing.T) {
 	c := hints.New(base, "checkout")
 	_, err := c.Refresh(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, hooks.ModeFailOpen, c.Mode("POST /checkout", "recommendations", "GET /recommendations"))
-	assert.Equal(t, hooks.ModeFailClose, c.Mode("POST /checkout", "payments", "POST /payments"))
-	assert.Equal(t, hooks.ModeFailOpen, c.Mode("", "recommendations", ""), "by peer alone")
+	assert.Equal(t, ownership.ModeFailOpen, c.Mode("POST /checkout", "recommendations", "GET /recommendations"))
+	assert.Equal(t, ownership.ModeFailClose, c.Mode("POST /checkout", "payments", "POST /payments"))
+	assert.Equal(t, ownership.ModeFailOpen, c.Mode("", "recommendations", ""), "by peer alone")
 }
 
 func TestHintsConfigValidate(t *testing.T) {
@@ -230,7 +231,7 @@ func BenchmarkHintsEndpoint(b *testing.B) {
 	// The collector's own traces are off by default: the confighttp server
 	// records no span per request, as in a default deployment.
 	base := hintsProcessor(b, func(*Config) {}, withoutInternalTraces)
-	url := base + hints.Path + "?service=checkout"
+	url := base + ownership.HintsPath + "?service=checkout"
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}
 	get := func() {
 		res, err := client.Get(url)

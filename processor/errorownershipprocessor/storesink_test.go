@@ -26,8 +26,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/errorownership/errorownership/hooks"
-	"github.com/errorownership/errorownership/hooks/hints"
+	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/metadatatest"
 	"github.com/errorownership/errorownership/store"
 	"github.com/errorownership/errorownership/store/pgtest"
@@ -122,7 +121,7 @@ func TestStoreServesHintsToEveryReplica(t *testing.T) {
 	// The replica reads the model in the background once it starts.
 	var res *http.Response
 	require.Eventually(t, func() bool {
-		r, err := http.Get(base + hints.Path + "?service=checkout")
+		r, err := http.Get(base + ownership.HintsPath + "?service=checkout")
 		require.NoError(t, err)
 		if r.StatusCode != http.StatusOK {
 			r.Body.Close()
@@ -132,14 +131,14 @@ func TestStoreServesHintsToEveryReplica(t *testing.T) {
 		return true
 	}, 10*time.Second, 20*time.Millisecond)
 	defer res.Body.Close()
-	var doc hints.Hints
+	var doc ownership.Hints
 	require.NoError(t, json.NewDecoder(res.Body).Decode(&doc))
-	modes := map[string]hooks.Mode{}
+	modes := map[string]ownership.Mode{}
 	for _, e := range doc.Edges {
 		modes[e.PeerService] = e.Mode
 	}
-	assert.Equal(t, hooks.ModeFailOpen, modes["recommendations"])
-	assert.Equal(t, hooks.ModeFailClose, modes["payments"])
+	assert.Equal(t, ownership.ModeFailOpen, modes["recommendations"])
+	assert.Equal(t, ownership.ModeFailClose, modes["payments"])
 }
 
 // TestStoreJudgesByTheMergedModel: with a store, a replica judges by the
@@ -302,7 +301,7 @@ func TestShutdownBoundedWithTheDatabaseHanging(t *testing.T) {
 	// A hints request that waits for the database.
 	answered := make(chan int, 1)
 	go func() {
-		res, err := http.Get(base + hints.Path + "?service=checkout")
+		res, err := http.Get(base + ownership.HintsPath + "?service=checkout")
 		if err != nil {
 			answered <- 0
 			return
@@ -358,7 +357,7 @@ func TestHintsBeforeTheFirstFlush(t *testing.T) {
 			}
 			base, _, tt := serveHints(t, storeConfig(cluster.DSN()))
 			get := func() int {
-				res, err := http.Get(base + hints.Path + "?service=checkout")
+				res, err := http.Get(base + ownership.HintsPath + "?service=checkout")
 				require.NoError(t, err)
 				res.Body.Close()
 				return res.StatusCode

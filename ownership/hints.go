@@ -1,0 +1,129 @@
+package ownership
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// The ownership hints' wire format: what a collector serves at HintsPath
+// and the SDK hooks' hint client reads (docs/design.md §9.3).
+const (
+	// HintsVersion is the format version. A document of another version is
+	// rejected as a whole, so that an incompatible change can never be half
+	// understood.
+	HintsVersion = 1
+	// HintsPath is where a collector serves hints; the service is the query
+	// parameter "service".
+	HintsPath = "/v1/hints"
+)
+
+// Retry-budget defaults, after Finagle's RetryBudget: what a service keeps
+// when no hints say otherwise, and what a collector announces by default.
+const (
+	// DefaultRetryRatio: one retry per ten requests.
+	DefaultRetryRatio = 0.1
+	// DefaultMinRetriesPerSecond is the floor: retries a client may always
+	// make, so that a service with little traffic can still retry at all.
+	DefaultMinRetriesPerSecond = 10
+)
+
+// Hints is the document a collector serves for one service:
+//
+//	{"version":1,"service":"checkout","generated_at":"2026-11-29T16:00:00Z","ttl_seconds":30,
+//	 "retry_budget":{"ratio":0.1,"min_retries_per_second":10},
+//	 "edges":[{"operation":"POST /checkout","peer_service":"recommendations",
+//	           "peer_operation":"GET /recommendations","peer_addresses":["10.0.0.7:8080"],
+//	           "mode":"fail_open","confidence":0.95,"samples":175}]}
+type Hints struct {
+	// Version is the format version, HintsVersion.
+	Version int `json:"version"`
+	// Service is the service.name the hints are for.
+	Service string `json:"service"`
+	// GeneratedAt is when the collector read the model the hints come from.
+	GeneratedAt time.Time `json:"generated_at"`
+	// TTLSeconds is how long the hints stay fresh; a client polls again
+	// after it (a Cache-Control max-age on the response takes precedence).
+	TTLSeconds int `json:"ttl_seconds"`
+	// RetryBudget is the service's retry budget; absent means the defaults.
+	RetryBudget *RetryBudget `json:"retry_budget,omitempty"`
+	// Edges are the service's learned edges. Edges not listed are unknown,
+	// which the hooks treat as fail-close.
+	Edges []HintEdge `json:"edges"`
+}
+
+// RetryBudget is a retry budget's limits.
+//
+// The mapstructure tags let a collector's configuration carry one as it is
+// (the errorownership processor's hints.retry_budget).
+type RetryBudget struct {
+	// Ratio is retries allowed per request, in [0, 1]: 0.1 allows one
+	// retry per ten requests.
+	Ratio float64 `json:"ratio" mapstructure:"ratio"`
+	// MinRetriesPerSecond is the floor of retries always allowed, on top
+	// of what requests earn.
+	MinRetriesPerSecond float64 `json:"min_retries_per_second" mapstructure:"min_retries_per_second"`
+}
+
+// DefaultRetryBudget returns DefaultRetryRatio and DefaultMinRetriesPerSecond.
+func DefaultRetryBudget() RetryBudget {
+	return RetryBudget{Ratio: DefaultRetryRatio, MinRetriesPerSecond: DefaultMinRetriesPerSecond}
+}
+
+// Validate rejects limits no sane collector means: a budget out of range
+// would let a bad answer start a storm.
+func (b RetryBudget) Validate() error {
+	if !(b.Ratio >= 0 && b.Ratio <= 1) || !(b.MinRetriesPerSecond >= 0) || math.IsInf(b.MinRetriesPerSecond, 0) {
+		return fmt.Errorf("retry budget out of range: ratio %v (want 0 to 1), min_retries_per_second %v (want 0 or more)", b.Ratio, b.MinRetriesPerSecond)
+	}
+	return nil
+}
+
+// HintEdge is one learned edge: (service, Operation) → (PeerService,
+// PeerOperation).
+type HintEdge struct {
+	// Operation is the inbound operation, named as the service's server
+	// span is, e.g. "POST /checkout" or "shop.Checkout/Pay".
+	Operation string `json:"operation"`
+	// PeerService is the callee's service.name.
+	PeerService string `json:"peer_service"`
+	// PeerOperation is the callee's operation, named as its server span.
+	PeerOperation string `json:"peer_operation"`
+	// PeerAddresses are the addresses the service used to reach the peer
+	// ("10.0.0.7:8080", "catalog.shop.svc"), as its client spans'
+	// server.address and server.port say: what a client hook knows of a
+	// callee at call time.
+	PeerAddresses []string `json:"peer_addresses,omitempty"`
+	// Mode is fail_open, fail_close or unknown; anything else reads as
+	// unknown.
+	Mode Mode `json:"mode"`
+	// Confidence is the confidence bound behind Mode, in [0, 1].
+	Confidence float64 `json:"confidence"`
+	// Samples is how many inbound requests taught it.
+	Samples int64 `json:"samples"`
+}
+
+// Validate rejects what a sane collector cannot have meant for service.
+func (h *Hints) Validate(service string) error {
+	switch {
+	case h.Version != HintsVersion:
+		return fmt.Errorf("version %d, want %d", h.Version, HintsVersion)
+	case h.Service != "" && h.Service != service:
+		return fmt.Errorf("hints for service %q, want %q", h.Service, service)
+	case h.TTLSeconds < 0:
+		return errors.New("negative ttl_seconds")
+	}
+	if h.RetryBudget != nil {
+		return h.RetryBudget.Validate()
+	}
+	return nil
+}
+
+// Budget returns the retry budget the hints give, or the defaults.
+func (h *Hints) Budget() RetryBudget {
+	if h == nil || h.RetryBudget == nil {
+		return DefaultRetryBudget()
+	}
+	return *h.RetryBudget
+}
