@@ -58,6 +58,25 @@ type Estimate struct {
 	Lower, Upper float64
 }
 
+// HintEdge is the estimate in the ownership hints' form, for the edge from
+// operation to (peerService, peerOperation) with the addresses its caller
+// used to reach the peer. Confidence is the bound the mode rests on — for
+// fail-close the lower bound of P(request fails | the call failed alone),
+// for fail-open one minus its upper bound, 0 when unknown — rounded to four
+// places; Samples is the evidence counted, not weighted.
+func (e Estimate) HintEdge(operation, peerService, peerOperation string, addresses []string) ownership.HintEdge {
+	h := ownership.HintEdge{Operation: operation, PeerService: peerService, PeerOperation: peerOperation,
+		PeerAddresses: addresses, Mode: e.Mode, Samples: int64(e.Counts.Samples + 0.5)}
+	switch e.Mode {
+	case ownership.ModeFailClose:
+		h.Confidence = e.Lower
+	case ownership.ModeFailOpen:
+		h.Confidence = 1 - e.Upper
+	}
+	h.Confidence = math.Round(h.Confidence*1e4) / 1e4
+	return h
+}
+
 // Modes tells the verdict rules an edge's mode. EdgeModel implements it; so
 // can a model merged from several collectors (ModeTable).
 type Modes interface {

@@ -28,6 +28,17 @@ type EdgeEstimate struct {
 	LastSeen time.Time
 }
 
+// ModelWindow is how far back the merged edge model is read for decay
+// half-life: seven half-lives, past which a bucket weighs under 1 % (2^-7),
+// or an hour when nothing decays. The collector's verdicts and hints, and
+// every reader that means to agree with them, read this window.
+func ModelWindow(halfLife time.Duration) time.Duration {
+	if halfLife <= 0 {
+		return time.Hour
+	}
+	return 7 * halfLife
+}
+
 // EdgeModel returns the edge model learned since a time: per edge, the
 // failed calls that were the only failed call of their request and how
 // many of those requests failed (and likewise for successful calls),

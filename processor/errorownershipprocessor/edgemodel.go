@@ -84,23 +84,6 @@ func (v *edgeView) answer(service string, encode func(service string, edges []ow
 	return ans, nil
 }
 
-// hintEdge turns an estimate into the hints' form. Confidence is the bound
-// the mode rests on: for fail_close the lower bound of P(request fails |
-// call failed alone), for fail_open one minus its upper bound; 0 when
-// unknown. Samples is the evidence counted, not weighted.
-func hintEdge(op, peer, peerOp string, addresses []string, est dependencyanalysis.Estimate) ownership.HintEdge {
-	e := ownership.HintEdge{Operation: op, PeerService: peer, PeerOperation: peerOp, PeerAddresses: addresses,
-		Mode: est.Mode, Samples: int64(est.Counts.Samples + 0.5)}
-	switch est.Mode {
-	case ownership.ModeFailClose:
-		e.Confidence = est.Lower
-	case ownership.ModeFailOpen:
-		e.Confidence = 1 - est.Upper
-	}
-	e.Confidence = float64(int64(e.Confidence*1e4+0.5)) / 1e4
-	return e
-}
-
 // ownModel is the processor's own edge model, learned from the traces it
 // analyses: the model without a store. Its hints view is rebuilt at most
 // once per refresh, whatever the number of requests.
@@ -147,8 +130,8 @@ func (m *ownModel) view(context.Context) (*edgeView, error) {
 			addresses = append(addresses, m.names.Name(a))
 		}
 		slices.Sort(addresses)
-		v.add(m.names.Name(k.Service), hintEdge(m.names.Name(k.Operation), m.names.Name(k.PeerService),
-			m.names.Name(k.PeerOperation), addresses, est))
+		v.add(m.names.Name(k.Service), est.HintEdge(m.names.Name(k.Operation), m.names.Name(k.PeerService),
+			m.names.Name(k.PeerOperation), addresses))
 	})
 	m.inUse.RUnlock()
 	v.sort()
@@ -178,10 +161,6 @@ type storeModel struct {
 
 // errNoModelYet answers hints before the store's model was ever read.
 var errNoModelYet = errors.New("the edge model has not been read from the store yet")
-
-// storeWindow is how many half-lives back the model is read: older
-// buckets weigh under 1 % (2^-7). Without decay, an hour is read.
-const storeWindow = 7
 
 func (m *storeModel) observe(*dependencyanalysis.Trace) {} // the flushes teach it
 
@@ -271,13 +250,8 @@ func (m *storeModel) shutdown() {
 // read loads the merged model and publishes it for the verdicts and the
 // hints, and reports whether it could.
 func (m *storeModel) read(ctx context.Context) bool {
-	halfLife := m.cfg.HalfLife
-	window := storeWindow * halfLife
-	if window <= 0 {
-		window = time.Hour
-	}
 	now := time.Now()
-	est, err := m.store.EdgeModel(ctx, now.Add(-window), halfLife, m.cfg)
+	est, err := m.store.EdgeModel(ctx, now.Add(-store.ModelWindow(m.cfg.HalfLife)), m.cfg.HalfLife, m.cfg)
 	if err != nil {
 		if errors.Is(ctx.Err(), context.Canceled) {
 			return false // shutting down, or the hints request went away
@@ -299,7 +273,7 @@ func (m *storeModel) read(ctx context.Context) bool {
 	m.inUse.RLock()
 	for i := range est {
 		e := &est[i]
-		v.add(e.Service, hintEdge(e.Operation, e.PeerService, e.PeerOperation, e.PeerAddresses, e.Estimate))
+		v.add(e.Service, e.HintEdge(e.Operation, e.PeerService, e.PeerOperation, e.PeerAddresses))
 		if e.Mode == ownership.ModeUnknown {
 			continue
 		}
