@@ -11,7 +11,7 @@ import (
 // BenchmarkExtractAndAnalyze measures the engine's whole path on a realistic
 // mix (20-span traces over 7 services, about 5 % errors, retries): records
 // from pdata, grouping by trace, linking, learning, verdicts and statistics.
-// Targets (issue 2): ≤ 400 ns/span, ≤ 2 allocs/span, ≤ 160 B per buffered span.
+// Targets: ≤ 400 ns/span, ≤ 2 allocs/span, ≤ 160 B per buffered span.
 func BenchmarkExtractAndAnalyze(b *testing.B) {
 	td := scenario.Mix(benchTraces, 1)
 	spansPerOp := td.SpanCount()

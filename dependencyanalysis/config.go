@@ -22,7 +22,7 @@ type Config struct {
 	Attributes AttributeNames `mapstructure:"attributes"`
 }
 
-// Classification decides which spans are errors (DESIGN §3).
+// Classification decides which spans are errors (docs/design.md §4.1).
 type Classification struct {
 	// HTTPClientErrors makes HTTP 4xx responses errors. By default they are
 	// the caller's fault and are not.

@@ -335,7 +335,7 @@ func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) {
 	}
 }
 
-// classify applies DESIGN §3: an HTTP status decides when present, else a
+// classify applies docs/design.md §4.1: an HTTP status decides when present, else a
 // gRPC code, else the span status.
 func (e *Extractor) classify(status ptrace.StatusCode, a *spanAttrs) uint8 {
 	var failed, timeout, answered bool

@@ -4,40 +4,44 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/errorownership/errorownership/ownership"
 )
 
 // fuzzSpanBytes is how many input bytes describe one span.
-const fuzzSpanBytes = 8
+const fuzzSpanBytes = 10
 
 // spansFromBytes turns fuzz input into one trace's records. Span and parent
-// IDs come from a small space (one byte, zero included) so that duplicates,
-// self-parents, cycles and absent parents are common.
+// IDs are 16-bit (zero included), so that duplicates, self-parents, cycles
+// and absent parents stay within the fuzzer's reach while a seed can still
+// spell a chain tens of thousands of spans deep.
 func spansFromBytes(data []byte) []Span {
 	services := []Symbol{sym("a"), sym("b"), sym("c"), sym("d")}
 	out := make([]Span, 0, len(data)/fuzzSpanBytes)
 	for len(data) >= fuzzSpanBytes {
 		b := data[:fuzzSpanBytes]
 		data = data[fuzzSpanBytes:]
-		start := pcommon.Timestamp(binary.LittleEndian.Uint16(b[4:6]))
+		start := pcommon.Timestamp(binary.LittleEndian.Uint16(b[6:8]))
 		s := Span{
 			TraceID:       traceID(1),
-			SpanID:        pcommon.SpanID{7: b[0]},
-			ParentID:      pcommon.SpanID{7: b[1]},
-			Kind:          Kind(b[2] % 5),
-			Service:       services[b[3]%4],
-			Operation:     services[(b[3]>>2)%4],
-			PeerService:   services[(b[3]>>4)%4],
-			PeerOperation: services[(b[3]>>6)%4],
+			SpanID:        pcommon.SpanID{6: b[1], 7: b[0]},
+			ParentID:      pcommon.SpanID{6: b[3], 7: b[2]},
+			Kind:          Kind(b[4] % 5),
+			Service:       services[b[5]%4],
+			Operation:     services[(b[5]>>2)%4],
+			PeerService:   services[(b[5]>>4)%4],
+			PeerOperation: services[(b[5]>>6)%4],
 			Start:         start,
-			End:           start + pcommon.Timestamp(b[6]),
-			Flags:         b[7] & (FlagFailed | FlagTimeout),
-			Attempt:       int16(b[7]>>2&3) - 1,
-			Claim:         ownership.Claim(b[7] >> 4 % 3),
-			ClaimReceived: ownership.Claim(b[7] >> 6 % 3),
-			Decision:      ownership.RetryDecision(b[2] / 5 % 6),
+			End:           start + pcommon.Timestamp(b[8]),
+			Flags:         b[9] & (FlagFailed | FlagTimeout | FlagCompleted),
+			Attempt:       int16(b[9]>>3&3) - 1,
+			Claim:         ownership.Claim(b[9] >> 5 % 3),
+			ClaimReceived: ownership.Claim(b[9] >> 6 % 3),
+			Decision:      ownership.RetryDecision(b[4] / 5 % 6),
 		}
 		out = append(out, s)
 	}
@@ -45,10 +49,10 @@ func spansFromBytes(data []byte) []Span {
 }
 
 // spanBytes encodes one span for the seed corpus.
-func spanBytes(id, parent byte, kind Kind, failed bool) []byte {
-	b := []byte{id, parent, byte(kind), 0, 0, 0, 1, 0}
+func spanBytes(id, parent uint16, kind Kind, failed bool) []byte {
+	b := []byte{byte(id), byte(id >> 8), byte(parent), byte(parent >> 8), byte(kind), 0, 0, 0, 1, 0}
 	if failed {
-		b[7] = FlagFailed
+		b[9] = FlagFailed
 	}
 	return b
 }
@@ -72,15 +76,7 @@ func FuzzAnalyze(f *testing.F) {
 	f.Add(join(spanBytes(1, 0, KindServer, true), spanBytes(1, 0, KindClient, true))) // duplicate IDs
 	f.Add(spanBytes(1, 9, KindServer, true))                                          // absent parent
 	f.Add(spanBytes(0, 0, KindClient, false))                                         // zero IDs
-	huge := make([]byte, 0, 20_000*fuzzSpanBytes)
-	for i := range 20_000 { // a deep chain of server and client spans
-		kind := KindServer
-		if i%2 == 1 {
-			kind = KindClient
-		}
-		huge = append(huge, spanBytes(byte(i+1), byte(i), kind, i%7 == 0)...)
-	}
-	f.Add(huge)
+	f.Add(deepChainBytes(20_000))                                                     // a chain 20,000 spans deep, every ID distinct
 
 	an := NewAnalyzer()
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -143,4 +139,34 @@ func FuzzAnalyze(f *testing.F) {
 			}
 		}
 	})
+}
+
+// deepChainBytes spells a chain n spans deep, server and client spans in
+// turn (span i+1's parent is span i), every seventh failed: deep enough to
+// find recursion where a loop belongs.
+func deepChainBytes(n int) []byte {
+	out := make([]byte, 0, n*fuzzSpanBytes)
+	for i := range n {
+		kind := KindServer
+		if i%2 == 1 {
+			kind = KindClient
+		}
+		out = append(out, spanBytes(uint16(i+1), uint16(i), kind, i%7 == 0)...)
+	}
+	return out
+}
+
+// TestDeepChain links the fuzz corpus's 20,000-deep chain and checks what
+// it found: every server span a request a level deeper than the last.
+func TestDeepChain(t *testing.T) {
+	const n = 20_000
+	spans := spansFromBytes(deepChainBytes(n))
+	require.Equal(t, n, len(spans))
+	tr := NewAnalyzer().Link(spans)
+	assert.Equal(t, LinkStats{Spans: n}, tr.Link)
+	require.Equal(t, n/2, len(tr.Requests), "requests")
+	require.Equal(t, n/2, len(tr.Calls), "calls, the last one's callee not in the trace")
+	for ri := range tr.Requests {
+		require.EqualValues(t, ri, tr.Requests[ri].Depth, "request %d", ri)
+	}
 }

@@ -128,6 +128,19 @@ func (t *Trace) CallAttempts(c *Call) []int32 { return t.Attempts[c.AttemptsStar
 // RequestCalls returns the logical calls r made.
 func (t *Trace) RequestCalls(r *Request) []Call { return t.Calls[r.CallsStart:r.CallsEnd] }
 
+// failedCalls counts the failed logical calls among calls: a call fails
+// "alone" when it is the only one, which the edge model and the figures
+// both need to tell a tolerated failure from a confounded one.
+func failedCalls(calls []Call) int {
+	n := 0
+	for i := range calls {
+		if calls[i].Failed {
+			n++
+		}
+	}
+	return n
+}
+
 // RequestSpan returns r's inbound span.
 func (t *Trace) RequestSpan(r *Request) *Span { return &t.Spans[r.Span] }
 
@@ -147,7 +160,6 @@ type Analyzer struct {
 	pending  []attemptRef
 	verdicts []Verdict
 	failed   []int32
-	radius   []int16
 	latest   map[callDest]int32 // groupCalls' index of a big request's calls
 }
 

@@ -239,12 +239,7 @@ func (m *EdgeModel) Observe(t *Trace) {
 		w := m.weight(at)
 		m.newest = max(m.newest, at)
 		calls := t.RequestCalls(r)
-		failed := 0
-		for ci := range calls {
-			if calls[ci].Failed {
-				failed++
-			}
-		}
+		failed := failedCalls(calls)
 		for ci := range calls {
 			c := &calls[ci]
 			e := m.observe(EdgeKey{req.Service, req.Operation, c.PeerService, c.PeerOperation}, c.Failed, failed == 1, req.Failed(), w, at)

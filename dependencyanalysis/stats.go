@@ -84,7 +84,7 @@ type DepthKey struct {
 // RootStats are a user-facing (root) operation's figures.
 type RootStats struct {
 	// Requests counts root requests: divide DepthKey counts by it for the
-	// requests served per root request (the article's Ƞ, 2Ƞ, 4Ƞ …).
+	// requests served per root request (docs/design.md §1: Ƞ, 2Ƞ, 4Ƞ …).
 	Requests uint64
 	// RadiusMax is the longest chain of consecutive hops that retried one
 	// failure, over all its traces; RadiusSum sums it per trace.
@@ -107,8 +107,8 @@ type Stats struct {
 	Link      LinkStats
 	// Traces counts traces added.
 	Traces uint64
-	// Audit holds coincidental errors, at most AuditLimit per service
-	// (0: no limit); AuditDropped counts those left out.
+	// Audit holds coincidental errors, at most AuditLimit per service (0:
+	// no limit; negative: none at all); AuditDropped counts those left out.
 	Audit        []AuditEntry
 	AuditLimit   int
 	AuditDropped uint64
@@ -179,12 +179,7 @@ func (s *Stats) Add(t *Trace, verdicts []Verdict) {
 			op.RetriesReceived++
 		}
 		calls := t.RequestCalls(r)
-		failed := 0
-		for ci := range calls {
-			if calls[ci].Failed {
-				failed++
-			}
-		}
+		failed := failedCalls(calls)
 		for ci := range calls {
 			c := &calls[ci]
 			e := s.edge(EdgeKey{req.Service, req.Operation, c.PeerService, c.PeerOperation})
@@ -241,7 +236,7 @@ func (s *Stats) Add(t *Trace, verdicts []Verdict) {
 
 // audit keeps e unless its service has used up AuditLimit.
 func (s *Stats) audit(e AuditEntry) {
-	if s.AuditLimit > 0 && s.auditCount[e.Service] >= s.AuditLimit {
+	if s.AuditLimit < 0 || (s.AuditLimit > 0 && s.auditCount[e.Service] >= s.AuditLimit) {
 		s.AuditDropped++
 		return
 	}

@@ -5,7 +5,7 @@ import "github.com/errorownership/errorownership/ownership"
 // VerdictKind says who originated a failed request's error.
 type VerdictKind uint8
 
-// The verdicts of DESIGN §3.
+// The verdicts of docs/design.md §4.2.
 const (
 	// VerdictOwn: no outbound call failed; the service originated the error.
 	VerdictOwn VerdictKind = iota + 1

@@ -9,7 +9,7 @@ import (
 	"github.com/errorownership/errorownership/ownership"
 )
 
-// TestJudge walks the claim decision table (DESIGN §3, the article's
+// TestJudge walks the claim decision table (docs/design.md §4.2, after
 // Figures 3 and 6) and the three refinements.
 func TestJudge(t *testing.T) {
 	const (
