@@ -53,6 +53,28 @@ type Hints struct {
 	Edges []HintEdge `json:"edges"`
 }
 
+// NewHints assembles the document a collector answers service with: the
+// service's edges of a model read at, to be used for ttl, with budget.
+// Every server and reader of hints builds it here, so that they agree to
+// the byte.
+func NewHints(service string, edges []HintEdge, ttl time.Duration, budget RetryBudget, at time.Time) Hints {
+	if edges == nil {
+		edges = []HintEdge{}
+	}
+	var generated time.Time
+	if !at.IsZero() {
+		generated = at.UTC()
+	}
+	return Hints{
+		Version:     HintsVersion,
+		Service:     service,
+		GeneratedAt: generated,
+		TTLSeconds:  int(ttl / time.Second),
+		RetryBudget: &budget,
+		Edges:       edges,
+	}
+}
+
 // RetryBudget is a retry budget's limits.
 //
 // The mapstructure tags let a collector's configuration carry one as it is

@@ -166,6 +166,17 @@ func (c *collector) stop(t *testing.T) {
 	}
 }
 
+// post sends td to the collector over OTLP/HTTP, as an SDK's exporter does.
+func (c *collector) post(t *testing.T, td ptrace.Traces) {
+	t.Helper()
+	body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+	require.NoError(t, err)
+	resp, err := http.Post("http://"+c.httpAddr+"/v1/traces", "application/x-protobuf", bytes.NewReader(body))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
 // metric sums the samples of a Prometheus metric whose name starts with
 // name and whose labels contain every want label.
 func (c *collector) metric(t *testing.T, name string, want ...string) float64 {
@@ -227,14 +238,7 @@ func TestCollectorEndToEnd(t *testing.T) {
 		_, err := grpcClient.Export(ctx, ptraceotlp.NewExportRequestFromTraces(td))
 		require.NoError(t, err)
 	}
-	sendHTTP := func(td ptrace.Traces) {
-		body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
-		require.NoError(t, err)
-		resp, err := http.Post("http://"+c.httpAddr+"/v1/traces", "application/x-protobuf", bytes.NewReader(body))
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, http.StatusOK, resp.StatusCode)
-	}
+	sendHTTP := func(td ptrace.Traces) { c.post(t, td) }
 	verdicts := func(kind string) float64 {
 		return c.metric(t, "otelcol_processor_errorownership_verdicts", `verdict="`+kind+`"`)
 	}
@@ -249,7 +253,7 @@ func TestCollectorEndToEnd(t *testing.T) {
 		traces++ // each line of a scenario file is one trace
 	}
 
-	// The article's chain over OTLP/HTTP: d owns every error, whatever the
+	// The chain of docs/design.md §1 over OTLP/HTTP: d owns every error, whatever the
 	// edges are learned as, so the counts are exact in any order.
 	for _, td := range scenarioRequests(t, "chain_retry_every_hop") {
 		send(td, sendHTTP)

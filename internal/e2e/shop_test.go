@@ -28,48 +28,18 @@ import (
 	"github.com/errorownership/errorownership/store/pgtest"
 )
 
-// shopCollectorConfig is the README's collector configuration with a store
-// and the hints endpoint, with the timings of a test that lasts seconds.
-const shopCollectorConfig = `
-extensions:
-  health_check:
-    endpoint: %[1]s
-receivers:
-  otlp:
-    protocols:
-      http:
-        endpoint: %[2]s
-processors:
-  errorownership:
-    decision_wait: 1s
+// shopProcessor is the README's errorownership section with a store and
+// the hints endpoint, with the timings of a test that lasts seconds.
+const shopProcessor = `    decision_wait: 1s
     flush_interval: 1s
     store:
-      dsn: %[3]q
+      dsn: %q
       bucket: 1s
       model_refresh: 1s
       audit_per_service_per_minute: 0
     hints:
-      endpoint: %[4]s
-      ttl: 2s
-exporters:
-  debug:
-    verbosity: basic
-service:
-  extensions: [health_check]
-  telemetry:
-    metrics:
-      readers:
-        - pull:
-            exporter:
-              prometheus:
-                host: 127.0.0.1
-                port: %[5]d
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [errorownership]
-      exporters: [debug]
-`
+      endpoint: %s
+      ttl: 2s`
 
 // shopService is one running shopapp process.
 type shopService struct {
@@ -190,32 +160,9 @@ func TestShopEndToEnd(t *testing.T) {
 	dsn := pgtest.Start(t).DSN()
 	dir := t.TempDir()
 
-	healthAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	otlpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	hintsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	cfg := filepath.Join(dir, "otelcol.yaml")
-	require.NoError(t, os.WriteFile(cfg, fmt.Appendf(nil, shopCollectorConfig, healthAddr, otlpAddr, dsn, hintsAddr, freePort(t)), 0o644))
-	col := &collector{healthAddr: healthAddr, log: &bytes.Buffer{}}
-	col.cmd = exec.Command(collectorBin, "--config", cfg)
-	col.cmd.Stdout, col.cmd.Stderr = col.log, col.log
-	require.NoError(t, col.cmd.Start())
-	t.Cleanup(func() {
-		if col.cmd.ProcessState == nil {
-			_ = col.cmd.Process.Kill()
-			_ = col.cmd.Wait()
-		}
-		if t.Failed() {
-			t.Logf("collector log:\n%s", col.log)
-		}
-	})
-	require.Eventually(t, func() bool {
-		res, err := http.Get("http://" + healthAddr + "/")
-		if err != nil {
-			return false
-		}
-		res.Body.Close()
-		return res.StatusCode == http.StatusOK
-	}, 30*time.Second, 50*time.Millisecond, "the collector's health check never answered 200")
+	col := startCollectorWith(t, collectorBin, fmt.Sprintf(shopProcessor, dsn, hintsAddr))
+	otlpAddr := col.httpAddr
 	hintsURL := "http://" + hintsAddr
 
 	// Fault rates per attempt: the hooks retry within a 10 % budget, so a

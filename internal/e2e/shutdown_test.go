@@ -1,21 +1,15 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/errorownership/errorownership/internal/scenario"
 	"github.com/errorownership/errorownership/store/pgtest"
@@ -47,18 +41,8 @@ func sendTraces(t *testing.T, c *collector, stamp uint32) {
 	t.Helper()
 	for _, td := range scenarioRequests(t, "chain_retry_every_hop") {
 		scenario.Restamp(td, stamp)
-		post(t, c, td)
+		c.post(t, td)
 	}
-}
-
-func post(t *testing.T, c *collector, td ptrace.Traces) {
-	t.Helper()
-	body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
-	require.NoError(t, err)
-	resp, err := http.Post("http://"+c.httpAddr+"/v1/traces", "application/x-protobuf", bytes.NewReader(body))
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
 }
 
 // terminate sends SIGTERM and waits for the collector to exit, failing the
@@ -95,37 +79,6 @@ func checkLog(t *testing.T, log string, fragments ...string) {
 	}
 }
 
-// silentDatabase accepts connections on a loopback port and never
-// answers, as a database host that hangs: every attempt waits until its
-// context ends. It returns the port.
-func silentDatabase(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // TestCollectorStopsWithTheDatabaseUnreachable: SIGTERM stops the real
 // collector within store.shutdown_timeout (and the rest of its shutdown)
 // while its database cannot be reached, a flush still unwritten; the log
@@ -156,7 +109,7 @@ func TestCollectorStopsWithTheDatabaseUnreachable(t *testing.T) {
 		{
 			name: "a server that never answers",
 			dsn: func(t *testing.T) string {
-				return fmt.Sprintf("postgres://collector:%s@127.0.0.1:%d/stats?sslmode=disable", testPassword, silentDatabase(t))
+				return fmt.Sprintf("postgres://collector:%s@127.0.0.1:%d/stats?sslmode=disable", testPassword, pgtest.Unresponsive(t))
 			},
 			ready: func(c *collector) bool {
 				return c.metric(t, "otelcol_processor_errorownership_store_rows_pending") > 0

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
+	"github.com/errorownership/errorownership/internal/configcheck"
 	"github.com/errorownership/errorownership/store"
 )
 
@@ -89,7 +90,7 @@ var _ component.Config = (*Config)(nil)
 func (c *Config) Validate() error {
 	var errs []error
 	if c.DecisionWait < minDecisionWait {
-		errs = append(errs, tooShort("decision_wait", c.DecisionWait, minDecisionWait, "5s"))
+		errs = append(errs, configcheck.TooShort("decision_wait", c.DecisionWait, minDecisionWait, "5s"))
 	}
 	if c.MaxTraces < 1 {
 		errs = append(errs, fmt.Errorf("max_traces: %d must be at least 1, such as %d", c.MaxTraces, defaultMaxTraces))
@@ -104,12 +105,12 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("num_workers: %d must be at most %d: workers beyond the CPUs only cost memory; use 0 for one worker per CPU (GOMAXPROCS)", c.NumWorkers, maxNumWorkers))
 	}
 	if c.FlushInterval < minFlushInterval {
-		errs = append(errs, tooShort("flush_interval", c.FlushInterval, minFlushInterval, "30s"))
+		errs = append(errs, configcheck.TooShort("flush_interval", c.FlushInterval, minFlushInterval, "30s"))
 	}
 	// The engine reports a negative half-life; a positive one this short
 	// is a unit forgotten.
 	if hl := c.EdgeModel.HalfLife; hl > 0 && hl < minHalfLife {
-		errs = append(errs, fmt.Errorf("edge_model.half_life: %v must be 0 (observations never fade) or at least %v%s", hl, minHalfLife, cmp.Or(bareNumber(hl, "10m"), ", such as 10m")))
+		errs = append(errs, fmt.Errorf("edge_model.half_life: %v must be 0 (observations never fade) or at least %v%s", hl, minHalfLife, cmp.Or(configcheck.BareNumber(hl, "10m"), ", such as 10m")))
 	}
 	engine := c.Engine()
 	errs = append(errs, engine.Validate(), c.Hints.validate(), c.hintsWithoutEndpoint())
@@ -141,19 +142,15 @@ func (c *Config) hintsWithoutEndpoint() error {
 	return fmt.Errorf("hints: %s set, but hints.endpoint is not, so no hints are served; set hints.endpoint, such as 0.0.0.0:4320, or remove them", strings.Join(keys, ", "))
 }
 
-// tooShort reports a duration key below its minimum, naming an example.
-func tooShort(key string, d, least time.Duration, example string) error {
-	if d <= 0 {
-		return fmt.Errorf("%s: %v must be positive, such as %s", key, d, example)
+// auditLimit is how many coincidental errors a statistics bucket keeps per
+// service for the audit: store.audit_per_service_per_minute for each
+// minute of flush_interval begun, or none without a store, which is the
+// only reader of the audit.
+func (c *Config) auditLimit() int {
+	if !c.Store.HasValue() {
+		return -1
 	}
-	return fmt.Errorf("%s: %v must be at least %v%s", key, d, least, cmp.Or(bareNumber(d, example), ", such as "+example))
-}
-
-// bareNumber explains a duration under a millisecond, which nobody means
-// for these keys but which a number written without a unit becomes.
-func bareNumber(d time.Duration, example string) string {
-	if d > 0 && d < time.Millisecond {
-		return "; a bare number is read as nanoseconds; write a unit, such as " + example
-	}
-	return ""
+	perMinute := c.Store.Get().AuditPerServicePerMinute
+	minutes := int((c.FlushInterval + time.Minute - 1) / time.Minute)
+	return perMinute * max(minutes, 1)
 }

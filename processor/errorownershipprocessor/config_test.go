@@ -1,7 +1,9 @@
 package errorownershipprocessor
 
 import (
+	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -9,9 +11,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/metadata"
@@ -235,4 +239,88 @@ func TestLoadConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAuditLimit: one knob bounds the audit, store.audit_per_service_per_minute,
+// applied per statistics bucket; without a store nothing reads the audit.
+func TestAuditLimit(t *testing.T) {
+	tests := []struct {
+		name      string
+		store     bool
+		perMinute int
+		flush     time.Duration
+		want      int
+	}{
+		{"no store keeps none", false, 0, 30 * time.Second, -1},
+		{"a 30s flush keeps a minute's worth", true, 100, 30 * time.Second, 100},
+		{"a 2m flush keeps two minutes' worth", true, 100, 2 * time.Minute, 200},
+		{"90s begins a second minute", true, 100, 90 * time.Second, 200},
+		{"0 is no limit", true, 0, 30 * time.Second, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := createDefaultConfig().(*Config)
+			cfg.FlushInterval = tt.flush
+			if tt.store {
+				sc := store.DefaultConfig()
+				sc.AuditPerServicePerMinute = tt.perMinute
+				cfg.Store = configoptional.Some(sc)
+			}
+			assert.Equal(t, tt.want, cfg.auditLimit())
+		})
+	}
+}
+
+// TestConfigSchemaCoversEveryKey keeps config.schema.yaml in step with the
+// configuration: every key of Config is described, and nothing else.
+func TestConfigSchemaCoversEveryKey(t *testing.T) {
+	raw, err := os.ReadFile("config.schema.yaml")
+	require.NoError(t, err)
+	var schema map[string]any
+	require.NoError(t, yaml.Unmarshal(raw, &schema))
+	defs := schema["$defs"].(map[string]any)
+	var described func(prefix string, node map[string]any, out map[string]bool)
+	described = func(prefix string, node map[string]any, out map[string]bool) {
+		props, _ := node["properties"].(map[string]any)
+		for k, v := range props {
+			p := v.(map[string]any)
+			if ref, ok := p["$ref"].(string); ok {
+				described(prefix+k+".", defs[ref].(map[string]any), out)
+				continue
+			}
+			out[prefix+k] = true
+		}
+	}
+	inSchema := map[string]bool{}
+	described("", schema, inSchema)
+
+	inConfig := map[string]bool{}
+	var walk func(prefix string, typ reflect.Type)
+	walk = func(prefix string, typ reflect.Type) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			tag := f.Tag.Get("mapstructure")
+			name, opts, _ := strings.Cut(tag, ",")
+			ft := f.Type
+			switch {
+			case opts == "squash" && ft == reflect.TypeOf(confighttp.ServerConfig{}):
+				continue // described by confighttp's own schema, which hints refers to
+			case opts == "squash":
+				walk(prefix, ft)
+				continue
+			case name == "" || name == "-":
+				continue
+			}
+			if strings.HasPrefix(ft.Name(), "Optional[") {
+				ft = reflect.TypeOf(store.Config{})
+			}
+			if ft.Kind() == reflect.Struct && ft != reflect.TypeOf(time.Duration(0)) {
+				walk(prefix+name+".", ft)
+				continue
+			}
+			inConfig[prefix+name] = true
+		}
+	}
+	walk("", reflect.TypeOf(Config{}))
+	assert.Equal(t, inConfig, inSchema)
 }

@@ -225,7 +225,7 @@ func TestHintsPortTaken(t *testing.T) {
 //     reports the rate achieved and the 99th percentile latency, measured
 //     from the scheduled time so that a stall is not hidden.
 //
-// Targets (issue 5): ≥ 10,000 requests/s with p99 ≤ 5 ms.
+// Targets: ≥ 10,000 requests/s with p99 ≤ 5 ms.
 func BenchmarkHintsEndpoint(b *testing.B) {
 	const conns = 64
 	// The collector's own traces are off by default: the confighttp server
@@ -316,37 +316,7 @@ func BenchmarkHintsEndpoint(b *testing.B) {
 	})
 }
 
-func TestServiceParam(t *testing.T) {
-	tests := []struct {
-		raw, want string
-		problem   string // a fragment of the problem; "" for none
-	}{
-		{"service=checkout", "checkout", ""},
-		{"a=1&service=check%20out", "check out", ""},
-		{"service=a+b", "a b", ""},
-		{"servic%65=checkout", "checkout", ""},
-		{"service=caf%C3%A9", "café", ""},
-		{"other=1", "", ""},
-		{"other=%zz&o%zz=1&service=x", "x", ""},
-		{"service=%zz", "", "malformed"},
-		{"service=%00", "", "control characters"},
-		{"service=%ff", "", "not valid UTF-8"},
-		{"service=a%09b", "", "control characters"},
-		{"service=a&service=b", "", "more than once"},
-		{"service=&service=b", "", "more than once"},
-	}
-	for _, tt := range tests {
-		got, problem := serviceParam(tt.raw)
-		assert.Equal(t, tt.want, got, tt.raw)
-		if tt.problem == "" {
-			assert.Empty(t, problem, tt.raw)
-		} else {
-			assert.Contains(t, problem, tt.problem, tt.raw)
-		}
-	}
-}
-
-// TestLearnedFailOpenEdgeTurnsUnclaimIntoClaim is issue 5's acceptance: the
+// TestLearnedFailOpenEdgeTurnsUnclaimIntoClaim closes the loop: the
 // processor learns from traffic that checkout tolerates recommendations
 // failing; a checkout service with the hooks and the hints from this
 // processor then claims an error of its own that happened while

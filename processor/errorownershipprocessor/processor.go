@@ -18,18 +18,17 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
+	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/buffer"
+	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/edges"
+	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/hintsserver"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/metadata"
+	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/sink"
 	"github.com/errorownership/errorownership/store"
 )
 
 // maxTake bounds how many traces a worker takes from its shard at once, so
 // that it holds the shard's lock briefly.
 const maxTake = 64
-
-// auditLimit bounds the coincidental errors kept for the audit, per service
-// and statistics bucket, so that a service failing coincidentally on every
-// request cannot grow the bucket without bound; the rest are counted.
-const auditLimit = 1000
 
 // symbolLimit bounds the names (services, operations, addresses) the
 // processor holds at once; past it new names count as "_other" until the
@@ -56,21 +55,24 @@ type ownershipProcessor struct {
 	symbolsInUse sync.RWMutex
 	// edges is the edge model verdicts and hints read: the processor's
 	// own, or the store's.
-	edges      edgeModel
-	storeModel *storeModel // edges, with a store; nil without
-	buffer     *buffer
+	edges      edges.Model
+	storeModel *edges.Store // edges, with a store; nil without
+	buffer     *buffer.Buffer
 	workers    []*worker
 	// scratch pools extractors with their record buffers: an Extractor is
 	// not safe for concurrent use, and ConsumeTraces is called concurrently.
 	scratch sync.Pool
-	// sink receives the statistics; nil until the store is wired in.
-	sink Sink
+	// sink receives the statistics; nil without a store section.
+	sink sink.Sink
 	// store and storeSink write the statistics; nil without a store section.
 	store     *store.Store
-	storeSink *storeSink
+	storeSink *sink.Store
 	// hints serves the ownership hints; nil when hints.endpoint is empty.
-	hints *hintsServer
+	hints *hintsserver.Server
 	set   component.TelemetrySettings
+	// auditLimit bounds the coincidental errors a bucket keeps per service
+	// (dependencyanalysis.Stats.AuditLimit).
+	auditLimit int
 
 	lifecycle   sync.Mutex
 	started     bool
@@ -86,22 +88,23 @@ type ownershipProcessor struct {
 
 	verdictAttrs [4]metric.MeasurementOption
 	reasonAttrs  [5]metric.MeasurementOption
-	lateAttrs    [3]metric.MeasurementOption // by leftDue, leftEvicted
+	// lateAttrs tell spans_late's causes apart: the trace was due, or evicted.
+	lateDue, lateEvicted metric.MeasurementOption
 }
 
 // scratch is one goroutine's extraction state, pooled.
 type scratch struct {
 	ex    *dependencyanalysis.Extractor
 	spans []dependencyanalysis.Span
-	runs  []spanRun
+	runs  []buffer.Run
 }
 
 // worker analyses one shard's traces.
 type worker struct {
 	p     *ownershipProcessor
-	shard *shard
+	shard *buffer.Shard
 	an    *dependencyanalysis.Analyzer
-	take  []*entry
+	take  []*buffer.Entry
 
 	mu    sync.Mutex // guards stats and spare against the flusher
 	stats *dependencyanalysis.Stats
@@ -131,19 +134,15 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 		telemetry:   tb,
 		flushEach:   cfg.FlushInterval,
 		symbols:     dependencyanalysis.NewSymbols(symbolLimit),
-		buffer:      newBuffer(workers, cfg.MaxTraces, cfg.MaxSpans, cfg.DecisionWait),
+		buffer:      buffer.New(workers, cfg.MaxTraces, cfg.MaxSpans, cfg.DecisionWait),
 		stopFlush:   make(chan struct{}),
-		merged:      newStats(),
 		bucketStart: time.Now(),
+		auditLimit:  cfg.auditLimit(),
 	}
+	p.merged = p.newStats()
 	p.set = set.TelemetrySettings
-	p.edges = &ownModel{
-		model:   dependencyanalysis.NewEdgeModel(engine.EdgeModel, dependencyanalysis.WithClock(time.Now)),
-		names:   p.symbols,
-		inUse:   &p.symbolsInUse,
-		refresh: cfg.Hints.Refresh,
-		now:     time.Now,
-	}
+	p.edges = edges.NewOwn(dependencyanalysis.NewEdgeModel(engine.EdgeModel, dependencyanalysis.WithClock(time.Now)),
+		p.symbols, &p.symbolsInUse, cfg.Hints.Refresh)
 	if cfg.Store.HasValue() {
 		scfg := *cfg.Store.Get()
 		st, err := store.Open(context.Background(), scfg)
@@ -152,33 +151,30 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 			return nil, err
 		}
 		p.store = st
-		sink := newStoreSink(st, set.Logger)
-		p.sink, p.storeSink = sink, sink
-		if err := sink.registerTelemetry(tb); err != nil {
+		p.storeSink = sink.NewStore(st, set.Logger)
+		p.sink = p.storeSink
+		if err := p.storeSink.RegisterTelemetry(tb); err != nil {
 			tb.Shutdown()
 			st.Close()
 			return nil, err
 		}
-		p.storeModel = &storeModel{
-			store: st, cfg: engine.EdgeModel, names: p.symbols, inUse: &p.symbolsInUse,
-			interval: scfg.ModelRefresh, logger: set.Logger,
-		}
+		p.storeModel = edges.NewStore(st, engine.EdgeModel, p.symbols, &p.symbolsInUse, scfg.ModelRefresh, set.Logger)
 		p.edges = p.storeModel
 	}
 	if cfg.Hints.NetAddr.Endpoint != "" {
-		p.hints = newHintsServer(cfg.Hints, p.edges, set.Logger)
+		p.hints = hintsserver.New(cfg.Hints.ServerConfig, cfg.Hints.TTL, cfg.Hints.RetryBudget, p.edges, set.Logger)
 	}
 	p.scratch.New = func() any {
 		return &scratch{ex: dependencyanalysis.NewExtractor(engine, p.symbols)}
 	}
-	for _, s := range p.buffer.shards {
+	for _, s := range p.buffer.Shards() {
 		p.workers = append(p.workers, &worker{
 			p:     p,
 			shard: s,
 			an:    dependencyanalysis.NewAnalyzer(),
-			take:  make([]*entry, 0, maxTake),
-			stats: newStats(),
-			spare: newStats(),
+			take:  make([]*buffer.Entry, 0, maxTake),
+			stats: p.newStats(),
+			spare: p.newStats(),
 		})
 	}
 	for k := dependencyanalysis.VerdictOwn; k <= dependencyanalysis.VerdictCoincidental; k++ {
@@ -187,16 +183,16 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 	for i, r := range unlinkedReasons {
 		p.reasonAttrs[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))
 	}
-	p.lateAttrs[leftDue] = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", "decision_wait")))
-	p.lateAttrs[leftEvicted] = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", "evicted")))
+	p.lateDue = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", "decision_wait")))
+	p.lateEvicted = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", "evicted")))
 	err = tb.RegisterProcessorErrorownershipBufferTracesCallback(func(_ context.Context, o metric.Int64Observer) error {
-		traces, _ := p.buffer.occupancy()
+		traces, _ := p.buffer.Occupancy()
 		o.Observe(int64(traces))
 		return nil
 	})
 	if err == nil {
 		err = tb.RegisterProcessorErrorownershipBufferSpansCallback(func(_ context.Context, o metric.Int64Observer) error {
-			_, spans := p.buffer.occupancy()
+			_, spans := p.buffer.Occupancy()
 			o.Observe(int64(spans))
 			return nil
 		})
@@ -209,9 +205,9 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 }
 
 // newStats returns empty statistics with the audit bounded.
-func newStats() *dependencyanalysis.Stats {
+func (p *ownershipProcessor) newStats() *dependencyanalysis.Stats {
 	s := dependencyanalysis.NewStats()
-	s.AuditLimit = auditLimit
+	s.AuditLimit = p.auditLimit
 	return s
 }
 
@@ -239,7 +235,7 @@ func (p *ownershipProcessor) observe(ctx context.Context, td ptrace.Traces) {
 		}
 	}()
 	sc := p.scratch.Get().(*scratch)
-	var c insertCounts
+	var c buffer.Counts
 	p.symbolsInUse.RLock()
 	sc.spans = sc.ex.Append(sc.spans[:0], td)
 	malformed := int64(sc.ex.Malformed)
@@ -248,7 +244,7 @@ func (p *ownershipProcessor) observe(ctx context.Context, td ptrace.Traces) {
 	// walk the batch a second time on the pipeline's goroutine.
 	tb.ProcessorErrorownershipSpansSeen.Add(ctx, int64(len(sc.spans))+malformed)
 	counted = true
-	sc.runs = p.buffer.add(sc.spans, sc.runs, p.buffer.now(), &c)
+	sc.runs = p.buffer.Add(sc.spans, sc.runs, p.buffer.Now(), &c)
 	p.symbolsInUse.RUnlock()
 	if cap(sc.spans) > maxScratchSpans {
 		sc.spans, sc.runs = nil, nil
@@ -260,17 +256,17 @@ func (p *ownershipProcessor) observe(ctx context.Context, td ptrace.Traces) {
 	if malformed > 0 {
 		tb.ProcessorErrorownershipSpansMalformed.Add(ctx, malformed)
 	}
-	if c.late > 0 {
-		tb.ProcessorErrorownershipSpansLate.Add(ctx, c.late, p.lateAttrs[leftDue])
+	if c.Late > 0 {
+		tb.ProcessorErrorownershipSpansLate.Add(ctx, c.Late, p.lateDue)
 	}
-	if c.lateEvicted > 0 {
-		tb.ProcessorErrorownershipSpansLate.Add(ctx, c.lateEvicted, p.lateAttrs[leftEvicted])
+	if c.LateEvicted > 0 {
+		tb.ProcessorErrorownershipSpansLate.Add(ctx, c.LateEvicted, p.lateEvicted)
 	}
-	if c.evicted > 0 {
-		tb.ProcessorErrorownershipTracesEvicted.Add(ctx, c.evicted)
+	if c.Evicted > 0 {
+		tb.ProcessorErrorownershipTracesEvicted.Add(ctx, c.Evicted)
 	}
-	if c.dropped > 0 {
-		tb.ProcessorErrorownershipSpansDropped.Add(ctx, c.dropped)
+	if c.Dropped > 0 {
+		tb.ProcessorErrorownershipSpansDropped.Add(ctx, c.Dropped)
 	}
 }
 
@@ -289,18 +285,18 @@ func (p *ownershipProcessor) start(ctx context.Context, host component.Host) err
 		return nil
 	}
 	if p.storeSink != nil {
-		if err := p.storeSink.writer.Start(ctx); err != nil {
+		if err := p.storeSink.Writer.Start(ctx); err != nil {
 			return err
 		}
 		p.logger.Info("Writing error-ownership statistics", zap.Stringer("store", p.store))
 	}
 	if p.hints != nil {
-		if err := p.hints.start(ctx, host, p.set); err != nil {
+		if err := p.hints.Start(ctx, host, p.set); err != nil {
 			return err
 		}
 	}
 	if p.storeModel != nil {
-		p.storeModel.start()
+		p.storeModel.Start()
 	}
 	p.started = true
 	for _, w := range p.workers {
@@ -337,14 +333,14 @@ func (p *ownershipProcessor) shutdown(ctx context.Context) error {
 			timeout = p.store.Config().ShutdownTimeout
 		}
 		hctx, cancel := context.WithTimeout(ctx, timeout)
-		hintsErr = p.hints.shutdown(hctx)
+		hintsErr = p.hints.Shutdown(hctx)
 		cancel()
 	}
 	if p.storeModel != nil {
-		p.storeModel.shutdown()
+		p.storeModel.Shutdown()
 	}
-	for _, s := range p.buffer.shards {
-		s.close()
+	for _, s := range p.buffer.Shards() {
+		s.Close()
 	}
 	// Out of time, the workers drop what is left; they are still waited
 	// for, so that none outlives the processor.
@@ -372,7 +368,7 @@ func (p *ownershipProcessor) shutdown(ctx context.Context) error {
 		// The writer drains what is queued, the last bucket included,
 		// for at most store.shutdown_timeout, and logs, counts and
 		// reports what it could not write.
-		storeErr = p.storeSink.writer.Shutdown(ctx)
+		storeErr = p.storeSink.Writer.Shutdown(ctx)
 		p.store.Close()
 	}
 	p.telemetry.Shutdown()
@@ -401,6 +397,7 @@ func (w *worker) safely(work func()) (returned bool) {
 // until the shard is closed and empty.
 func (w *worker) run() {
 	s := w.shard
+	queued, handed := s.Signals()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -412,12 +409,12 @@ func (w *worker) run() {
 		// Traces taken from the buffer hold symbols a sweep would not
 		// find there: the lock is held until they are analysed.
 		w.p.symbolsInUse.RLock()
-		batch := s.takeHanded(w.take[:0])
-		now := w.p.buffer.now()
+		batch := s.TakeHanded(w.take[:0])
+		now := w.p.buffer.Now()
 		if len(batch) < cap(batch) && now >= lookAt {
 			var wait time.Duration
 			var done bool
-			batch, wait, done = s.takeDue(now, batch)
+			batch, wait, done = s.TakeDue(now, batch)
 			if done && len(batch) == 0 {
 				w.p.symbolsInUse.RUnlock()
 				return
@@ -428,7 +425,7 @@ func (w *worker) run() {
 			case wait > 0:
 				lookAt = now + int64(wait)
 			default:
-				lookAt = never // empty: queueSignal says when not
+				lookAt = never // empty: queued says when not
 			}
 		}
 		if len(batch) > 0 {
@@ -441,9 +438,9 @@ func (w *worker) run() {
 			timer.Reset(time.Duration(lookAt - now))
 		}
 		select {
-		case <-s.queueSignal:
+		case <-queued:
 			lookAt = 0
-		case <-s.handSignal:
+		case <-handed:
 		case <-timer.C:
 		}
 		timer.Stop()
@@ -454,8 +451,8 @@ func (w *worker) run() {
 func (w *worker) drain() {
 	for {
 		w.p.symbolsInUse.RLock()
-		batch := w.shard.takeHanded(w.take[:0])
-		batch, _, done := w.shard.takeDue(w.p.buffer.now(), batch)
+		batch := w.shard.TakeHanded(w.take[:0])
+		batch, _, done := w.shard.TakeDue(w.p.buffer.Now(), batch)
 		w.analyse(batch)
 		w.p.symbolsInUse.RUnlock()
 		if done && len(batch) == 0 {
@@ -473,14 +470,14 @@ type tally struct {
 	durations               [maxTake]float64
 }
 
-func (w *worker) analyse(batch []*entry) {
+func (w *worker) analyse(batch []*buffer.Entry) {
 	if len(batch) == 0 {
 		return
 	}
 	var t tally
 	for i, e := range batch {
 		if w.p.abort.Load() {
-			t.dropped += int64(len(e.spans))
+			t.dropped += int64(len(e.Spans))
 		} else if ms, ok := w.analyseTrace(e, &t); ok {
 			t.durations[t.traces] = ms
 			t.traces++
@@ -516,19 +513,19 @@ func (w *worker) analyse(batch []*entry) {
 // analyseTrace runs the engine over one trace and reports how long it took,
 // in milliseconds. A panic is recovered and counted, and the analyzer
 // replaced, since its buffers may be inconsistent.
-func (w *worker) analyseTrace(e *entry, t *tally) (ms float64, ok bool) {
+func (w *worker) analyseTrace(e *buffer.Entry, t *tally) (ms float64, ok bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			t.panics++
 			w.an = dependencyanalysis.NewAnalyzer()
 			w.p.logger.Error("Recovered from a panic in the error-ownership analysis; the trace was not analysed",
-				zap.String("trace_id", e.id.String()), zap.String("panic", fmt.Sprint(r)), zap.Stack("stack"))
+				zap.String("trace_id", e.ID.String()), zap.String("panic", fmt.Sprint(r)), zap.Stack("stack"))
 		}
 	}()
 	start := time.Now()
-	tr := w.an.Link(e.spans)
-	w.p.edges.observe(tr)
-	verdicts := w.an.Judge(tr, w.p.edges.modes())
+	tr := w.an.Link(e.Spans)
+	w.p.edges.Observe(tr)
+	verdicts := w.an.Judge(tr, w.p.edges.Modes())
 	w.add(tr, verdicts)
 	ms = float64(time.Since(start)) / float64(time.Millisecond)
 
@@ -590,7 +587,7 @@ func (p *ownershipProcessor) flush(ctx context.Context) {
 		w.giveBack(s)
 	}
 	end := time.Now()
-	snap := &Snapshot{Stats: p.merged, Symbols: p.symbols, Start: p.bucketStart, End: end}
+	snap := &sink.Snapshot{Stats: p.merged, Symbols: p.symbols, Start: p.bucketStart, End: end}
 	p.bucketStart = end
 	if p.sink != nil && !p.merged.Empty() {
 		if err := p.flushTo(ctx, snap); err != nil {
@@ -621,14 +618,14 @@ func (p *ownershipProcessor) sweepSymbols() {
 	p.symbolsInUse.Lock()
 	defer p.symbolsInUse.Unlock()
 	start := time.Now()
-	if own, ok := p.edges.(*ownModel); ok {
-		if hl := own.model.Config().HalfLife; hl > 0 {
-			own.model.Forget(start.Add(-forgetAfter * hl))
+	if own, ok := p.edges.(*edges.Own); ok {
+		if hl := own.EdgeModel().Config().HalfLife; hl > 0 {
+			own.EdgeModel().Forget(start.Add(-forgetAfter * hl))
 		}
 	}
 	freed := p.symbols.Sweep(func(keep func(dependencyanalysis.Symbol)) {
-		for _, s := range p.buffer.shards {
-			s.symbols(keep)
+		for _, s := range p.buffer.Shards() {
+			s.Symbols(keep)
 		}
 		for _, w := range p.workers {
 			w.mu.Lock()
@@ -639,14 +636,14 @@ func (p *ownershipProcessor) sweepSymbols() {
 			w.mu.Unlock()
 		}
 		p.merged.Symbols(keep)
-		p.edges.symbols(keep)
+		p.edges.Symbols(keep)
 	})
 	p.logger.Info("Swept the error-ownership name table",
 		zap.Int("freed", freed), zap.Int("kept", p.symbols.Len()), zap.Duration("took", time.Since(start)))
 }
 
 // flushTo calls the sink, turning its panic into an error.
-func (p *ownershipProcessor) flushTo(ctx context.Context, snap *Snapshot) (err error) {
+func (p *ownershipProcessor) flushTo(ctx context.Context, snap *sink.Snapshot) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			p.telemetry.ProcessorErrorownershipPanicsRecovered.Add(ctx, 1)

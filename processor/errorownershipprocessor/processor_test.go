@@ -26,6 +26,7 @@ import (
 
 	"github.com/errorownership/errorownership/internal/scenario"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/metadatatest"
+	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/sink"
 )
 
 var (
@@ -128,30 +129,47 @@ func TestVerdictsEndToEnd(t *testing.T) {
 		"one analysis duration per trace")
 }
 
+// TestDecisionWaitAndLateSpans moves the buffer's clock by hand, so that
+// what it proves does not depend on how fast a loaded machine runs.
 func TestDecisionWaitAndLateSpans(t *testing.T) {
 	const wait = 200 * time.Millisecond
 	tt := componenttest.NewTelemetry()
 	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
-	proc, _ := newTestProcessor(t, tt, testConfig(func(c *Config) { c.DecisionWait = wait }), consumertest.NewNop())
+	proc, p := newTestProcessor(t, tt, testConfig(func(c *Config) { c.DecisionWait = wait }), consumertest.NewNop())
+	var clock atomic.Int64
+	p.buffer.SetClock(clock.Load)
+	at := func(d time.Duration) {
+		clock.Store(int64(d))
+		p.buffer.Wake()
+	}
 	ctx := context.Background()
 	require.NoError(t, proc.Start(ctx, componenttest.NewNopHost()))
 	t.Cleanup(func() { require.NoError(t, proc.Shutdown(ctx)) })
 
 	whole := ptrace.NewTraces()
 	failingChain(whole, traceID(7))
-	first, rest := ptrace.NewTraces(), ptrace.NewTraces()
-	whole.ResourceSpans().At(0).CopyTo(first.ResourceSpans().AppendEmpty()) // frontend's spans
-	for i := 1; i < whole.ResourceSpans().Len(); i++ {
-		whole.ResourceSpans().At(i).CopyTo(rest.ResourceSpans().AppendEmpty())
+	// One resource a service: frontend's, api's and db's spans, sent apart.
+	parts := make([]ptrace.Traces, whole.ResourceSpans().Len())
+	for i := range parts {
+		parts[i] = ptrace.NewTraces()
+		whole.ResourceSpans().At(i).CopyTo(parts[i].ResourceSpans().AppendEmpty())
 	}
+	first := parts[0]
+	analysed := func() int64 { return counter(t, tt, "traces_analyzed") }
 
-	// Spans that keep arriving within decision_wait hold the analysis back.
-	require.NoError(t, proc.ConsumeTraces(ctx, first))
-	time.Sleep(wait / 4)
-	last := time.Now()
-	require.NoError(t, proc.ConsumeTraces(ctx, rest))
-	require.Eventually(t, func() bool { return counter(t, tt, "traces_analyzed") == 1 }, 5*time.Second, time.Millisecond)
-	assert.GreaterOrEqual(t, time.Since(last), wait, "analysed before decision_wait had passed since its last span")
+	// Spans that keep arriving within decision_wait hold the analysis
+	// back: the trace is due decision_wait after its last span, not its
+	// first. Had it been judged when the first was due, it would have
+	// been analysed in two parts.
+	require.NoError(t, proc.ConsumeTraces(ctx, parts[0]))
+	at(wait - time.Millisecond)
+	require.NoError(t, proc.ConsumeTraces(ctx, parts[1]))
+	at(2*wait - 2*time.Millisecond) // past the first part's due time, not the second's
+	require.Never(t, func() bool { return analysed() > 0 }, 50*time.Millisecond, time.Millisecond,
+		"analysed before decision_wait had passed since its last span")
+	require.NoError(t, proc.ConsumeTraces(ctx, parts[2]))
+	at(3*wait - 2*time.Millisecond) // the last part's due time
+	require.Eventually(t, func() bool { return analysed() == 1 }, 10*time.Second, time.Millisecond)
 	assert.EqualValues(t, 1, counter(t, tt, "verdicts", own), "analysed whole")
 	assert.Zero(t, counter(t, tt, "spans_late", lateDecisionWait))
 
@@ -159,7 +177,8 @@ func TestDecisionWaitAndLateSpans(t *testing.T) {
 	require.NoError(t, proc.ConsumeTraces(ctx, first))
 	assert.EqualValues(t, 2, counter(t, tt, "spans_late", lateDecisionWait))
 	assert.Zero(t, counter(t, tt, "spans_late", lateEvicted))
-	require.Eventually(t, func() bool { return counter(t, tt, "traces_analyzed") == 2 }, 5*time.Second, time.Millisecond)
+	at(5 * wait)
+	require.Eventually(t, func() bool { return analysed() == 2 }, 10*time.Second, time.Millisecond)
 }
 
 func TestPassThroughScenarios(t *testing.T) {
@@ -197,6 +216,10 @@ func TestPassThroughScenarios(t *testing.T) {
 			for i, td := range in.batches {
 				before, err := m.MarshalTraces(td)
 				require.NoError(t, err)
+				// A processor that declares it does not mutate may be given
+				// data read-only, as the pipeline does when it fans out: any
+				// write to it panics (and is counted below).
+				td.MarkReadOnly()
 				require.NoError(t, proc.ConsumeTraces(ctx, td))
 				require.Len(t, sink.AllTraces(), i+1, "passed on at once")
 				after, err := m.MarshalTraces(sink.AllTraces()[i])
@@ -275,12 +298,13 @@ func TestBoundedBuffer(t *testing.T) {
 			assert.LessOrEqual(t, peakTraces.Load(), int64(tc.maxTraces))
 			assert.LessOrEqual(t, peakSpans.Load(), int64(tc.maxSpans))
 			totalTraces, totalSpans := 0, 0
-			for _, s := range p.buffer.shards {
-				share := s.maxWaitTraces + s.maxHandTraces
-				assert.LessOrEqual(t, s.peakTraces, share)
-				assert.LessOrEqual(t, s.peakSpans, s.maxWaitSpans+s.maxHandSpans)
-				totalTraces += share
-				totalSpans += s.maxWaitSpans + s.maxHandSpans
+			for _, s := range p.buffer.Shards() {
+				shareTraces, shareSpans := s.Capacity()
+				peakTraces, peakSpans := s.Peak()
+				assert.LessOrEqual(t, peakTraces, shareTraces)
+				assert.LessOrEqual(t, peakSpans, shareSpans)
+				totalTraces += shareTraces
+				totalSpans += shareSpans
 			}
 			assert.Equal(t, tc.maxTraces, totalTraces, "the shards' shares add up to max_traces")
 			assert.Equal(t, tc.maxSpans, totalSpans, "the shards' shares add up to max_spans")
@@ -301,7 +325,7 @@ func TestBoundedBuffer(t *testing.T) {
 // panicSink panics on Flush.
 type panicSink struct{}
 
-func (panicSink) Flush(context.Context, *Snapshot) error { panic("sink broke") }
+func (panicSink) Flush(context.Context, *sink.Snapshot) error { panic("sink broke") }
 
 func TestPanicsRecovered(t *testing.T) {
 	tests := []struct {
@@ -346,7 +370,7 @@ type bucket struct {
 	services   []string
 }
 
-func (s *recordingSink) Flush(_ context.Context, snap *Snapshot) error {
+func (s *recordingSink) Flush(_ context.Context, snap *sink.Snapshot) error {
 	b := bucket{start: snap.Start, end: snap.End, traces: snap.Stats.Traces}
 	for k := range snap.Stats.Operations {
 		b.services = append(b.services, snap.Symbols.Name(k.Service))
@@ -485,10 +509,10 @@ func TestSweepFreesWhatNothingHolds(t *testing.T) {
 
 	p.flush(ctx)
 	assert.Less(t, p.symbols.Len(), 50, "the burst's names are freed")
-	view, err := p.edges.view(ctx)
+	view, err := p.edges.View(ctx)
 	require.NoError(t, err)
 	var peers []string
-	for _, e := range view.edges["frontend"] {
+	for _, e := range view.Edges("frontend") {
 		peers = append(peers, e.PeerService)
 	}
 	assert.Equal(t, []string{"api"}, peers, "the model's names survive the sweep")

@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -54,7 +52,7 @@ func runProcessor(t *testing.T, mutate func(*Config), batches []ptrace.Traces) {
 		require.NoError(t, proc.ConsumeTraces(ctx, td))
 	}
 	require.NoError(t, proc.Shutdown(ctx))
-	assert.EqualValues(t, 1, p.storeSink.writer.Stats().WrittenFlushes, "the last bucket was written")
+	assert.EqualValues(t, 1, p.storeSink.Writer.Stats().WrittenFlushes, "the last bucket was written")
 }
 
 func openStore(t *testing.T, dsn string) *store.Store {
@@ -100,7 +98,7 @@ func TestStoreReplicasMerge(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, accOne, accTwo)
 
-	// The article's table, read back from the store: 1, 2, 4, 8, 8, 8, 8 Ƞ.
+	// docs/design.md §1's table, read back from the store: 1, 2, 4, 8, 8, 8, 8 Ƞ.
 	served, err := two.ServedPerRoot(ctx, from, to)
 	require.NoError(t, err)
 	perRoot := map[string]float64{}
@@ -176,7 +174,7 @@ func TestStoreJudgesByTheMergedModel(t *testing.T) {
 	// edges map to them when it is read.
 	require.NoError(t, proc.ConsumeTraces(ctx, coincidentalTrace(1)))
 	require.Eventually(t, func() bool { return counter(t, tt, "traces_analyzed") == 1 }, 10*time.Second, time.Millisecond)
-	p.storeModel.read(ctx)
+	p.storeModel.Read(ctx)
 
 	require.NoError(t, proc.ConsumeTraces(ctx, coincidentalTrace(2)))
 	require.Eventually(t, func() bool { return counter(t, tt, "traces_analyzed") == 2 }, 10*time.Second, time.Millisecond)
@@ -218,7 +216,7 @@ func TestStoreDownKeepsThePipelineFlowing(t *testing.T) {
 	defer cancel()
 	err := proc.Shutdown(shutdownCtx)
 	require.Error(t, err, "shutdown reports what it could not write")
-	st := p.storeSink.writer.Stats()
+	st := p.storeSink.Writer.Stats()
 	assert.Zero(t, st.WrittenFlushes)
 	assert.Positive(t, st.DroppedFlushes)
 	assert.Positive(t, st.DroppedRows)
@@ -226,37 +224,6 @@ func TestStoreDownKeepsThePipelineFlowing(t *testing.T) {
 }
 
 func attrOutcome(v string) attribute.KeyValue { return attribute.String("outcome", v) }
-
-// silentDatabase listens on a loopback port, accepts connections and
-// never answers, like a database host that hangs: every attempt to reach
-// it waits until its context ends. It returns the port.
-func silentDatabase(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // testPassword is the password of the test DSNs; no log line may show it.
 const testPassword = "hunter2-processor"
@@ -282,7 +249,7 @@ func checkLogsHidePassword(t *testing.T, logs *observer.ObservedLogs) {
 // after store.shutdown_timeout, having logged the failure and what it
 // dropped, never the password.
 func TestShutdownBoundedWithTheDatabaseHanging(t *testing.T) {
-	port := silentDatabase(t)
+	port := pgtest.Unresponsive(t)
 	core, logs := observer.New(zap.InfoLevel)
 	endpoint := freeEndpoint(t)
 	tt := componenttest.NewTelemetry()
@@ -329,7 +296,7 @@ func TestShutdownBoundedWithTheDatabaseHanging(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the hints request in flight still waits after shutdown")
 	}
-	assert.EqualValues(t, 1, p.storeSink.writer.Stats().DroppedFlushes, "the last bucket, counted as dropped")
+	assert.EqualValues(t, 1, p.storeSink.Writer.Stats().DroppedFlushes, "the last bucket, counted as dropped")
 	assert.Equal(t, 1, logs.FilterMessageSnippet("Shutdown left error-ownership statistics unwritten").Len())
 	checkLogsHidePassword(t, logs)
 	if strings.Contains(err.Error(), testPassword) {

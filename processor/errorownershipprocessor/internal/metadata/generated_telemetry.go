@@ -224,7 +224,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorErrorownershipSpansLate, err = builder.meter.Int64Counter(
 		"otelcol_processor_errorownership_spans_late",
-		metric.WithDescription("Spans that arrived after their trace was analysed; they start a new buffer entry. [Alpha]"),
+		metric.WithDescription("Spans that arrived after their trace was analysed, by why it had left the buffer; they start a new buffer entry. [Alpha]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)

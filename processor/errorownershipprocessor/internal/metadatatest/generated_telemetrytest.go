@@ -100,7 +100,7 @@ func AssertEqualProcessorErrorownershipSpansDropped(t *testing.T, tt *componentt
 func AssertEqualProcessorErrorownershipSpansLate(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_errorownership_spans_late",
-		Description: "Spans that arrived after their trace was analysed; they start a new buffer entry. [Alpha]",
+		Description: "Spans that arrived after their trace was analysed, by why it had left the buffer; they start a new buffer entry. [Alpha]",
 		Unit:        "{span}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

@@ -1,4 +1,8 @@
-package errorownershipprocessor // import "github.com/errorownership/errorownership/processor/errorownershipprocessor"
+// Package edges is the edge model the errorownership processor's verdicts
+// and hints read (docs/design.md §5): the processor's own (Own), or, with a
+// store, the one merged from every replica's flushes (Store), and the view
+// of it the hints are served from (View).
+package edges
 
 import (
 	"cmp"
@@ -17,41 +21,51 @@ import (
 	"github.com/errorownership/errorownership/store"
 )
 
-// edgeModel is the edge model the processor's verdicts and its hints both
-// read: its own (ownModel), or, with a store, the one merged from every
-// replica's flushes (storeModel), so that a replica judges and advises by
-// the same evidence as every other.
-type edgeModel interface {
-	// observe learns from a linked trace, if this model learns from traces.
-	observe(tr *dependencyanalysis.Trace)
-	// modes tells the verdicts each edge's mode.
-	modes() dependencyanalysis.Modes
-	// view returns the model as the hints serve it.
-	view(ctx context.Context) (*edgeView, error)
-	// symbols calls keep for every symbol the model holds (Symbols.Sweep).
-	symbols(keep func(dependencyanalysis.Symbol))
+// Model is the edge model the processor's verdicts and its hints both
+// read: its own (Own), or, with a store, the one merged from every
+// replica's flushes (Store), so that a replica judges and advises by the
+// same evidence as every other.
+type Model interface {
+	// Observe learns from a linked trace, if this model learns from traces.
+	Observe(tr *dependencyanalysis.Trace)
+	// Modes tells the verdicts each edge's mode.
+	Modes() dependencyanalysis.Modes
+	// View returns the model as the hints serve it.
+	View(ctx context.Context) (*View, error)
+	// Symbols calls keep for every symbol the model holds (Symbols.Sweep).
+	Symbols(keep func(dependencyanalysis.Symbol))
 }
 
-// edgeView is the edge model at one moment, per calling service, in the
-// hints' form. It is immutable but for the answers it caches.
-type edgeView struct {
-	at    time.Time
+// RLocker is what holds the processor's symbols in use while a model
+// turns names into symbols or symbols into names: a sweep of the symbol
+// table waits for it (dependencyanalysis.Symbols.Sweep).
+type RLocker interface {
+	RLock()
+	RUnlock()
+}
+
+// View is the edge model at one moment, per calling service, in the hints'
+// form. It is immutable.
+type View struct {
+	// At is when the model was read.
+	At    time.Time
 	edges map[string][]ownership.HintEdge // by calling service, sorted
-
-	mu      sync.RWMutex
-	answers map[string]*hintsAnswer
 }
 
-func newEdgeView(at time.Time) *edgeView {
-	return &edgeView{at: at, edges: make(map[string][]ownership.HintEdge), answers: make(map[string]*hintsAnswer)}
+func newView(at time.Time) *View {
+	return &View{At: at, edges: make(map[string][]ownership.HintEdge)}
 }
 
-func (v *edgeView) add(service string, e ownership.HintEdge) {
+// Edges returns the edges of the calling service, sorted by operation,
+// peer service and peer operation; nil when it has none.
+func (v *View) Edges(service string) []ownership.HintEdge { return v.edges[service] }
+
+func (v *View) add(service string, e ownership.HintEdge) {
 	v.edges[service] = append(v.edges[service], e)
 }
 
 // sort orders every service's edges, so that equal models encode equally.
-func (v *edgeView) sort() {
+func (v *View) sort() {
 	for _, edges := range v.edges {
 		slices.SortFunc(edges, func(a, b ownership.HintEdge) int {
 			return cmp.Or(strings.Compare(a.Operation, b.Operation), strings.Compare(a.PeerService, b.PeerService),
@@ -60,58 +74,47 @@ func (v *edgeView) sort() {
 	}
 }
 
-// maxCachedAnswers bounds the answers a view keeps, so that requests for
-// made-up service names cannot grow it: past it, answers are encoded anew.
-const maxCachedAnswers = 10_000
-
-// answer returns the service's encoded hints, encoding them once per view.
-func (v *edgeView) answer(service string, encode func(service string, edges []ownership.HintEdge, at time.Time) (*hintsAnswer, error)) (*hintsAnswer, error) {
-	v.mu.RLock()
-	ans := v.answers[service]
-	v.mu.RUnlock()
-	if ans != nil {
-		return ans, nil
-	}
-	ans, err := encode(service, v.edges[service], v.at)
-	if err != nil {
-		return nil, err
-	}
-	v.mu.Lock()
-	if len(v.answers) < maxCachedAnswers {
-		v.answers[service] = ans
-	}
-	v.mu.Unlock()
-	return ans, nil
-}
-
-// ownModel is the processor's own edge model, learned from the traces it
-// analyses: the model without a store. Its hints view is rebuilt at most
-// once per refresh, whatever the number of requests.
-type ownModel struct {
+// Own is the processor's own edge model, learned from the traces it
+// analyses: the model without a store. Its view is rebuilt at most once per
+// refresh, whatever the number of hints requests.
+type Own struct {
 	model   *dependencyanalysis.EdgeModel
 	names   *dependencyanalysis.Symbols
-	inUse   *sync.RWMutex // the processor's symbolsInUse
+	inUse   RLocker
 	refresh time.Duration
 	now     func() time.Time
 
 	rebuild sync.Mutex // one rebuild at a time; the others wait for it
-	current atomic.Pointer[edgeView]
+	current atomic.Pointer[View]
 }
 
-func (m *ownModel) observe(tr *dependencyanalysis.Trace) { m.model.Observe(tr) }
+// NewOwn returns model as the processor's model, its names in names,
+// viewed anew at most once per refresh.
+func NewOwn(model *dependencyanalysis.EdgeModel, names *dependencyanalysis.Symbols, inUse RLocker, refresh time.Duration) *Own {
+	return &Own{model: model, names: names, inUse: inUse, refresh: refresh, now: time.Now}
+}
 
-func (m *ownModel) modes() dependencyanalysis.Modes { return m.model }
+// EdgeModel returns the model that learns.
+func (m *Own) EdgeModel() *dependencyanalysis.EdgeModel { return m.model }
 
-func (m *ownModel) symbols(keep func(dependencyanalysis.Symbol)) { m.model.Symbols(keep) }
+// Observe lets the model learn from tr.
+func (m *Own) Observe(tr *dependencyanalysis.Trace) { m.model.Observe(tr) }
 
-func (m *ownModel) fresh(now time.Time) *edgeView {
-	if v := m.current.Load(); v != nil && now.Sub(v.at) < m.refresh {
+// Modes returns the model itself: verdicts read it live.
+func (m *Own) Modes() dependencyanalysis.Modes { return m.model }
+
+// Symbols keeps the model's symbols.
+func (m *Own) Symbols(keep func(dependencyanalysis.Symbol)) { m.model.Symbols(keep) }
+
+func (m *Own) fresh(now time.Time) *View {
+	if v := m.current.Load(); v != nil && now.Sub(v.At) < m.refresh {
 		return v
 	}
 	return nil
 }
 
-func (m *ownModel) view(context.Context) (*edgeView, error) {
+// View returns the model's view, rebuilding it once it is refresh old.
+func (m *Own) View(context.Context) (*View, error) {
 	if v := m.fresh(m.now()); v != nil {
 		return v, nil
 	}
@@ -121,7 +124,7 @@ func (m *ownModel) view(context.Context) (*edgeView, error) {
 	if v := m.fresh(now); v != nil {
 		return v, nil // built while this one waited
 	}
-	v := newEdgeView(now)
+	v := newView(now)
 	// The names are resolved before a sweep could free them.
 	m.inUse.RLock()
 	m.model.Edges(func(k dependencyanalysis.EdgeKey, est dependencyanalysis.Estimate, addrs []dependencyanalysis.Symbol) {
@@ -139,19 +142,19 @@ func (m *ownModel) view(context.Context) (*edgeView, error) {
 	return v, nil
 }
 
-// storeModel is the edge model merged in the store from every replica's
+// Store is the edge model merged in the store from every replica's
 // flushes, read back every interval: the model with a store. Until the
 // first read succeeds, every edge is unknown and the hints unavailable.
-type storeModel struct {
+type Store struct {
 	store    *store.Store
 	cfg      dependencyanalysis.ModelConfig
 	names    *dependencyanalysis.Symbols
-	inUse    *sync.RWMutex // the processor's symbolsInUse
+	inUse    RLocker
 	interval time.Duration
 	logger   *zap.Logger
 
 	table   atomic.Pointer[dependencyanalysis.ModeTable]
-	current atomic.Pointer[edgeView]
+	current atomic.Pointer[View]
 	failing atomic.Bool // the last read failed; logged once until one succeeds
 	first   sync.Mutex  // serialises the reads hints requests make before the first success
 
@@ -159,22 +162,30 @@ type storeModel struct {
 	done chan struct{}
 }
 
-// errNoModelYet answers hints before the store's model was ever read.
-var errNoModelYet = errors.New("the edge model has not been read from the store yet")
+// ErrNoModelYet is View's error before the store's model could ever be read.
+var ErrNoModelYet = errors.New("the edge model has not been read from the store yet")
 
-func (m *storeModel) observe(*dependencyanalysis.Trace) {} // the flushes teach it
+// NewStore returns the model merged in st, judged by cfg, read every
+// interval once started; names map it onto the processor's symbols.
+func NewStore(st *store.Store, cfg dependencyanalysis.ModelConfig, names *dependencyanalysis.Symbols, inUse RLocker, interval time.Duration, logger *zap.Logger) *Store {
+	return &Store{store: st, cfg: cfg, names: names, inUse: inUse, interval: interval, logger: logger}
+}
 
-func (m *storeModel) modes() dependencyanalysis.Modes {
+// Observe does nothing: the flushes teach this model, through the store.
+func (m *Store) Observe(*dependencyanalysis.Trace) {}
+
+// Modes returns the edges with a mode in the model last read.
+func (m *Store) Modes() dependencyanalysis.Modes {
 	if t := m.table.Load(); t != nil {
 		return *t
 	}
 	return dependencyanalysis.ModeTable(nil)
 }
 
-// view returns the model last read. Until a read has succeeded, a hints
+// View returns the model last read. Until a read has succeeded, a hints
 // request reads it itself (one at a time), so that hints are served as
 // soon as the database answers rather than at the next interval.
-func (m *storeModel) view(ctx context.Context) (*edgeView, error) {
+func (m *Store) View(ctx context.Context) (*View, error) {
 	if v := m.current.Load(); v != nil {
 		return v, nil
 	}
@@ -185,14 +196,15 @@ func (m *storeModel) view(ctx context.Context) (*edgeView, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.interval)
 	defer cancel()
-	m.read(ctx)
+	m.Read(ctx)
 	if v := m.current.Load(); v != nil {
 		return v, nil
 	}
-	return nil, errNoModelYet
+	return nil, ErrNoModelYet
 }
 
-func (m *storeModel) symbols(keep func(dependencyanalysis.Symbol)) {
+// Symbols keeps the symbols of the model last read.
+func (m *Store) Symbols(keep func(dependencyanalysis.Symbol)) {
 	if t := m.table.Load(); t != nil {
 		for k := range *t {
 			keep(k.Service)
@@ -203,11 +215,11 @@ func (m *storeModel) symbols(keep func(dependencyanalysis.Symbol)) {
 	}
 }
 
-// start reads the model now and every interval until shutdown, in the
+// Start reads the model now and every interval until shutdown, in the
 // background: the collector must start whether the database is up or not.
 // After a failed read the next comes sooner, from a second on, so that a
 // database that comes back is read again soon.
-func (m *storeModel) start() {
+func (m *Store) Start() {
 	var running context.Context
 	running, m.stop = context.WithCancel(context.Background())
 	m.done = make(chan struct{})
@@ -225,7 +237,7 @@ func (m *storeModel) start() {
 			// The timeout bounds a read stuck on a database that stopped
 			// answering, so that the next one is tried.
 			ctx, cancel := context.WithTimeout(running, m.interval)
-			ok := m.read(ctx)
+			ok := m.Read(ctx)
 			cancel()
 			if ok {
 				retry = time.Second
@@ -238,18 +250,18 @@ func (m *storeModel) start() {
 	}()
 }
 
-// shutdown stops the reading, cutting a read in progress short, and waits
+// Shutdown stops the reading, cutting a read in progress short, and waits
 // for it.
-func (m *storeModel) shutdown() {
+func (m *Store) Shutdown() {
 	if m.stop != nil {
 		m.stop()
 		<-m.done
 	}
 }
 
-// read loads the merged model and publishes it for the verdicts and the
+// Read loads the merged model and publishes it for the verdicts and the
 // hints, and reports whether it could.
-func (m *storeModel) read(ctx context.Context) bool {
+func (m *Store) Read(ctx context.Context) bool {
 	now := time.Now()
 	est, err := m.store.EdgeModel(ctx, now.Add(-store.ModelWindow(m.cfg.HalfLife)), m.cfg.HalfLife, m.cfg)
 	if err != nil {
@@ -265,7 +277,7 @@ func (m *storeModel) read(ctx context.Context) bool {
 	if m.failing.Swap(false) {
 		m.logger.Info("Reading the edge model from the store again")
 	}
-	v := newEdgeView(now)
+	v := newView(now)
 	table := make(dependencyanalysis.ModeTable)
 	// Only edges with a mode go in the table (absent is unknown), and
 	// only names this collector has seen: no trace it analyses can name an
@@ -289,7 +301,7 @@ func (m *storeModel) read(ctx context.Context) bool {
 	return true
 }
 
-func (m *storeModel) key(e *store.EdgeEstimate) (dependencyanalysis.EdgeKey, bool) {
+func (m *Store) key(e *store.EdgeEstimate) (dependencyanalysis.EdgeKey, bool) {
 	var k dependencyanalysis.EdgeKey
 	for _, f := range [...]struct {
 		sym  *dependencyanalysis.Symbol

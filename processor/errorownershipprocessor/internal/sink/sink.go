@@ -1,4 +1,6 @@
-package errorownershipprocessor // import "github.com/errorownership/errorownership/processor/errorownershipprocessor"
+// Package sink is where the errorownership processor hands its statistics
+// buckets: the Sink interface, and Store, which writes them to PostgreSQL.
+package sink
 
 import (
 	"context"

@@ -1,6 +1,7 @@
-package errorownershipprocessor
+package buffer
 
 import (
+	"encoding/binary"
 	"testing"
 	"time"
 
@@ -10,6 +11,14 @@ import (
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
 )
+
+// traceID makes trace n's ID.
+func traceID(n uint64) pcommon.TraceID {
+	var id pcommon.TraceID
+	binary.BigEndian.PutUint64(id[8:], n)
+	id[0] = 1
+	return id
+}
 
 const testWait = 100 // decision_wait in the shard tests, in nanoseconds of buffer time
 
@@ -24,26 +33,26 @@ func records(t uint64, n int) []dependencyanalysis.Span {
 }
 
 // put inserts n records of trace t into s at now, as buffer.add does.
-func put(s *shard, t uint64, n int, now int64, c *insertCounts) {
+func put(s *Shard, t uint64, n int, now int64, c *Counts) {
 	spans := records(t, n)
-	runs := []spanRun{{id: spans[0].TraceID, hash: traceHash(spans[0].TraceID), lo: 0, hi: int32(n)}}
+	runs := []Run{{id: spans[0].TraceID, hash: traceHash(spans[0].TraceID), lo: 0, hi: int32(n)}}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.insert(runs[0].id, runs[0].hash, runs, spans, n, now, c)
 }
 
 // ids lists the traces of entries by their number.
-func ids(entries []*entry) []uint64 {
+func ids(entries []*Entry) []uint64 {
 	var out []uint64
 	for _, e := range entries {
-		out = append(out, uint64(e.id[15])|uint64(e.id[14])<<8)
+		out = append(out, uint64(e.ID[15])|uint64(e.ID[14])<<8)
 	}
 	return out
 }
 
-func takeAll(s *shard, now int64) []*entry {
-	out := s.takeHanded(make([]*entry, 0, 64))
-	out, _, _ = s.takeDue(now, out)
+func takeAll(s *Shard, now int64) []*Entry {
+	out := s.TakeHanded(make([]*Entry, 0, 64))
+	out, _, _ = s.TakeDue(now, out)
 	return out
 }
 
@@ -74,15 +83,15 @@ func TestShardDecisionWait(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newShard(100, 1000, testWait)
-			var c insertCounts
+			var c Counts
 			for _, p := range tc.puts {
 				put(s, uint64(p[0]), 2, p[1], &c)
 			}
-			got, wait, done := s.takeDue(tc.at, make([]*entry, 0, 64))
+			got, wait, done := s.TakeDue(tc.at, make([]*Entry, 0, 64))
 			assert.Equal(t, tc.want, ids(got))
 			assert.Equal(t, tc.wait, wait)
 			assert.False(t, done)
-			assert.Equal(t, insertCounts{}, c)
+			assert.Equal(t, Counts{}, c)
 		})
 	}
 }
@@ -92,7 +101,7 @@ func TestShardBounds(t *testing.T) {
 		name                string
 		maxTraces, maxSpans int
 		puts                [][2]int // (trace, spans), in arrival order
-		want                insertCounts
+		want                Counts
 		// left are the traces still waiting, handed those taken early.
 		left, handed []uint64
 	}{
@@ -107,14 +116,14 @@ func TestShardBounds(t *testing.T) {
 			// 7 may wait, 1 may be handed over.
 			maxTraces: 8, maxSpans: 1000,
 			puts: [][2]int{{1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}, {7, 1}, {8, 1}},
-			want: insertCounts{evicted: 1},
+			want: Counts{Evicted: 1},
 			left: []uint64{2, 3, 4, 5, 6, 7, 8}, handed: []uint64{1},
 		},
 		{
 			name:      "the worker is behind: the oldest handed over is dropped",
 			maxTraces: 8, maxSpans: 1000,
 			puts: [][2]int{{1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}, {7, 1}, {8, 1}, {9, 2}},
-			want: insertCounts{evicted: 2, dropped: 1},
+			want: Counts{Evicted: 2, Dropped: 1},
 			left: []uint64{3, 4, 5, 6, 7, 8, 9}, handed: []uint64{2},
 		},
 		{
@@ -122,14 +131,14 @@ func TestShardBounds(t *testing.T) {
 			// 14 spans may wait, 2 may be handed over.
 			maxTraces: 100, maxSpans: 16,
 			puts: [][2]int{{1, 1}, {2, 1}, {3, 6}, {4, 6}, {5, 2}},
-			want: insertCounts{evicted: 2},
+			want: Counts{Evicted: 2},
 			left: []uint64{3, 4, 5}, handed: []uint64{1, 2},
 		},
 		{
 			name:      "a trace bigger than the shard keeps what fits",
 			maxTraces: 100, maxSpans: 16,
 			puts: [][2]int{{1, 20}},
-			want: insertCounts{dropped: 6},
+			want: Counts{Dropped: 6},
 			left: []uint64{1},
 		},
 		{
@@ -137,27 +146,27 @@ func TestShardBounds(t *testing.T) {
 			// 35 spans may wait, 5 may be handed over.
 			maxTraces: 100, maxSpans: 40,
 			puts: [][2]int{{1, 4}, {2, 4}, {1, 30}},
-			want: insertCounts{evicted: 1},
+			want: Counts{Evicted: 1},
 			left: []uint64{1}, handed: []uint64{2},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newShard(tc.maxTraces, tc.maxSpans, testWait)
-			var c insertCounts
+			var c Counts
 			for i, p := range tc.puts {
 				put(s, uint64(p[0]), p[1], int64(i), &c)
 			}
 			assert.Equal(t, tc.want, c)
-			traces, spans := s.occupancy()
+			traces, spans := s.Occupancy()
 			assert.LessOrEqual(t, traces, tc.maxTraces)
 			assert.LessOrEqual(t, spans, tc.maxSpans)
 			assert.LessOrEqual(t, s.peakTraces, tc.maxTraces)
 			assert.LessOrEqual(t, s.peakSpans, tc.maxSpans)
 
-			assert.Equal(t, tc.handed, ids(s.takeHanded(make([]*entry, 0, 64))))
-			s.close()
-			left, _, done := s.takeDue(0, make([]*entry, 0, 64))
+			assert.Equal(t, tc.handed, ids(s.TakeHanded(make([]*Entry, 0, 64))))
+			s.Close()
+			left, _, done := s.TakeDue(0, make([]*Entry, 0, 64))
 			assert.Equal(t, tc.left, ids(left))
 			assert.True(t, done)
 		})
@@ -166,45 +175,45 @@ func TestShardBounds(t *testing.T) {
 
 func TestShardLateSpans(t *testing.T) {
 	s := newShard(100, 1000, testWait)
-	var c insertCounts
+	var c Counts
 	put(s, 1, 3, 0, &c)
 	require.Equal(t, []uint64{1}, ids(takeAll(s, testWait)))
 	put(s, 1, 2, testWait+1, &c)
 	put(s, 2, 1, testWait+1, &c)
-	assert.Equal(t, int64(2), c.late, "spans of an analysed trace are late")
-	assert.Zero(t, c.lateEvicted)
-	assert.Equal(t, []uint64{1, 2}, ids(takeAll(s, 3*testWait)), "and make a new entry")
+	assert.Equal(t, int64(2), c.Late, "spans of an analysed trace are late")
+	assert.Zero(t, c.LateEvicted)
+	assert.Equal(t, []uint64{1, 2}, ids(takeAll(s, 3*testWait)), "and make a new Entry")
 }
 
 func TestShardLateSpansOfEvictedTraces(t *testing.T) {
 	// Room for two traces waiting: the third pushes the first out early.
 	s := newShard(2, 1000, time.Hour)
 	s.maxWaitTraces, s.maxHandTraces = 2, 8
-	var c insertCounts
+	var c Counts
 	put(s, 1, 1, 0, &c)
 	put(s, 2, 1, 0, &c)
 	put(s, 3, 1, 0, &c)
-	require.Equal(t, int64(1), c.evicted)
+	require.Equal(t, int64(1), c.Evicted)
 	put(s, 1, 4, 1, &c)
-	assert.Equal(t, int64(4), c.lateEvicted, "spans of a trace evicted early are not decision_wait's fault")
-	assert.Zero(t, c.late)
+	assert.Equal(t, int64(4), c.LateEvicted, "spans of a trace evicted early are not decision_wait's fault")
+	assert.Zero(t, c.Late)
 }
 
 func TestShardClosed(t *testing.T) {
-	b := newBuffer(1, 100, 1000, time.Hour)
+	b := New(1, 100, 1000, time.Hour)
 	s := b.shards[0]
-	var c insertCounts
-	b.add(records(1, 2), nil, 0, &c)
-	s.close()
-	b.add(records(2, 2), nil, 0, &c)
-	got, wait, done := s.takeDue(0, make([]*entry, 0, 64))
+	var c Counts
+	b.Add(records(1, 2), nil, 0, &c)
+	s.Close()
+	b.Add(records(2, 2), nil, 0, &c)
+	got, wait, done := s.TakeDue(0, make([]*Entry, 0, 64))
 	assert.Equal(t, []uint64{1}, ids(got), "closed: everything is due, nothing is added")
 	assert.Zero(t, wait)
 	assert.True(t, done)
 }
 
 func TestBufferAddGroupsTraces(t *testing.T) {
-	b := newBuffer(3, 100, 1000, time.Hour)
+	b := New(3, 100, 1000, time.Hour)
 	// Traces interleaved as several services' batches interleave them.
 	var spans []dependencyanalysis.Span
 	for range 3 {
@@ -212,16 +221,16 @@ func TestBufferAddGroupsTraces(t *testing.T) {
 			spans = append(spans, records(tr, 2)...)
 		}
 	}
-	var c insertCounts
-	b.add(spans, nil, 0, &c)
-	traces, n := b.occupancy()
+	var c Counts
+	b.Add(spans, nil, 0, &c)
+	traces, n := b.Occupancy()
 	assert.Equal(t, 5, traces)
 	assert.Equal(t, 30, n)
 	for _, s := range b.shards {
 		for _, e := range s.traces {
-			assert.Len(t, e.spans, 6)
-			assert.Equal(t, 6, cap(e.spans), "one exactly sized allocation per trace")
-			assert.Equal(t, s, b.shards[traceHash(e.id)%3])
+			assert.Len(t, e.Spans, 6)
+			assert.Equal(t, 6, cap(e.Spans), "one exactly sized allocation per trace")
+			assert.Equal(t, s, b.shards[traceHash(e.ID)%3])
 		}
 	}
 }
@@ -236,7 +245,7 @@ func TestShare(t *testing.T) {
 		}
 		assert.Equal(t, tc.total, sum)
 	}
-	assert.Len(t, newBuffer(8, 3, 1000, time.Second).shards, 3, "no more shards than max_traces")
+	assert.Len(t, New(8, 3, 1000, time.Second).shards, 3, "no more shards than max_traces")
 }
 
 func TestFifo(t *testing.T) {

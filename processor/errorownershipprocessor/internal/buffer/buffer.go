@@ -1,4 +1,6 @@
-package errorownershipprocessor // import "github.com/errorownership/errorownership/processor/errorownershipprocessor"
+// Package buffer holds the errorownership processor's span records by trace
+// ID until their trace is due for analysis (Buffer).
+package buffer
 
 import (
 	"cmp"
@@ -33,22 +35,24 @@ import (
 // queue is full are spans dropped (counted), since the alternatives are to
 // block the pipeline or to grow without bound.
 
-// entry is one trace's records in the buffer.
-type entry struct {
-	id    pcommon.TraceID
+// Entry is one trace's records in the buffer.
+type Entry struct {
+	// ID is the trace's ID, Spans its records.
+	ID    pcommon.TraceID
 	hash  uint64
-	spans []dependencyanalysis.Span
+	Spans []dependencyanalysis.Span
 	// last is when spans last arrived, queued the value of last when the
 	// entry was put at the queue's tail; both in nanoseconds since the
 	// buffer's epoch.
 	last, queued int64
 }
 
-// shard is one part of the buffer. Every trace in traces is in queue once.
-type shard struct {
+// Shard is one part of the buffer, drained by one worker. Every trace in
+// traces is in queue once.
+type Shard struct {
 	mu           sync.Mutex
-	traces       map[pcommon.TraceID]*entry
-	queue        fifo[*entry]
+	traces       map[pcommon.TraceID]*Entry
+	queue        fifo[*Entry]
 	waitingSpans int
 	// recent remembers traces that left the buffer and why, so that their
 	// late spans are counted as late, apart from those of evicted traces.
@@ -60,7 +64,7 @@ type shard struct {
 	// of a big batch (which holds mu): under a flood of new traces that
 	// wait starved the worker. Lock order: mu, then handMu.
 	handMu sync.Mutex
-	handed fifo[*entry]
+	handed fifo[*Entry]
 	// handedTraces and handedSpans mirror handed for readers without handMu.
 	handedTraces, handedSpans atomic.Int64
 
@@ -71,10 +75,10 @@ type shard struct {
 	queueSignal, handSignal     chan struct{}
 }
 
-func newShard(maxTraces, maxSpans int, wait time.Duration) *shard {
+func newShard(maxTraces, maxSpans int, wait time.Duration) *Shard {
 	handTraces, handSpans := maxTraces/8, maxSpans/8
-	return &shard{
-		traces:        make(map[pcommon.TraceID]*entry),
+	return &Shard{
+		traces:        make(map[pcommon.TraceID]*Entry),
 		recent:        recentFilter{traces: maxTraces},
 		wait:          int64(wait),
 		maxWaitTraces: maxTraces - handTraces,
@@ -90,15 +94,20 @@ func newShard(maxTraces, maxSpans int, wait time.Duration) *shard {
 // hold of its lock.
 const maxInsert = 64
 
-// insertCounts are what inserting a batch observed. Late spans are told
-// apart by why their trace had left: it was due (decision_wait passed) or
-// it was evicted early because the buffer was full.
-type insertCounts struct {
-	late, lateEvicted, dropped, evicted int64
+// Counts are what inserting a batch observed.
+type Counts struct {
+	// Late counts spans whose trace had been analysed once it was due;
+	// LateEvicted those whose trace had been taken early because the
+	// buffer was full.
+	Late, LateEvicted int64
+	// Dropped counts spans left out because the buffer was full and its
+	// worker behind; Evicted traces taken early.
+	Dropped, Evicted int64
 }
 
-// spanRun is a run of consecutive records of one trace in a batch.
-type spanRun struct {
+// Run is a run of consecutive records of one trace in a batch: Add's
+// scratch space, which the caller keeps between batches.
+type Run struct {
 	id     pcommon.TraceID
 	hash   uint64
 	lo, hi int32
@@ -117,41 +126,41 @@ func signal(ch chan struct{}) {
 // n records, arriving at now. The caller holds mu. It reports whether the
 // queue was empty, in which case the worker may sleep without a deadline
 // and must be told.
-func (s *shard) insert(id pcommon.TraceID, hash uint64, runs []spanRun, spans []dependencyanalysis.Span, n int, now int64, c *insertCounts) (wasEmpty bool) {
+func (s *Shard) insert(id pcommon.TraceID, hash uint64, runs []Run, spans []dependencyanalysis.Span, n int, now int64, c *Counts) (wasEmpty bool) {
 	e := s.traces[id]
 	if e == nil {
 		switch s.recent.left(hash) {
 		case leftDue:
-			c.late += int64(n)
+			c.Late += int64(n)
 		case leftEvicted:
-			c.lateEvicted += int64(n)
+			c.LateEvicted += int64(n)
 		}
 		if n > s.maxWaitSpans {
-			c.dropped += int64(n - s.maxWaitSpans)
+			c.Dropped += int64(n - s.maxWaitSpans)
 			n = s.maxWaitSpans
 		}
 		if n == 0 || s.maxWaitTraces == 0 {
-			c.dropped += int64(n)
+			c.Dropped += int64(n)
 			return false
 		}
 		s.makeRoom(1, n, nil, c)
 		wasEmpty = s.queue.len() == 0
-		e = &entry{id: id, hash: hash, spans: make([]dependencyanalysis.Span, 0, n), queued: now}
+		e = &Entry{ID: id, hash: hash, Spans: make([]dependencyanalysis.Span, 0, n), queued: now}
 		s.traces[id] = e
 		s.queue.push(e)
 	} else {
-		if room := s.maxWaitSpans - len(e.spans); n > room {
-			c.dropped += int64(n - room)
+		if room := s.maxWaitSpans - len(e.Spans); n > room {
+			c.Dropped += int64(n - room)
 			n = room
 		}
 		s.makeRoom(0, n, e, c)
-		if free := cap(e.spans) - len(e.spans); free < n {
+		if free := cap(e.Spans) - len(e.Spans); free < n {
 			// Traces that come in several batches get headroom, so that
 			// many small batches cost amortised linear copying; traces
 			// that come in one batch get none.
-			grown := make([]dependencyanalysis.Span, len(e.spans), len(e.spans)+n+(len(e.spans)+n)/4)
-			copy(grown, e.spans)
-			e.spans = grown
+			grown := make([]dependencyanalysis.Span, len(e.Spans), len(e.Spans)+n+(len(e.Spans)+n)/4)
+			copy(grown, e.Spans)
+			e.Spans = grown
 		}
 	}
 	for _, r := range runs {
@@ -159,7 +168,7 @@ func (s *shard) insert(id pcommon.TraceID, hash uint64, runs []spanRun, spans []
 			break
 		}
 		k := min(int(r.hi-r.lo), n)
-		e.spans = append(e.spans, spans[r.lo:int(r.lo)+k]...)
+		e.Spans = append(e.Spans, spans[r.lo:int(r.lo)+k]...)
 		n -= k
 		s.waitingSpans += k
 	}
@@ -172,7 +181,7 @@ func (s *shard) insert(id pcommon.TraceID, hash uint64, runs []spanRun, spans []
 // makeRoom takes the oldest traces early until one more trace (needTraces)
 // with needSpans more spans fits. keep, which is getting the spans, is not
 // taken: it goes to the tail, where its new spans put it anyway.
-func (s *shard) makeRoom(needTraces, needSpans int, keep *entry, c *insertCounts) {
+func (s *Shard) makeRoom(needTraces, needSpans int, keep *Entry, c *Counts) {
 	for s.queue.len() > 0 && (s.queue.len()+needTraces > s.maxWaitTraces || s.waitingSpans+needSpans > s.maxWaitSpans) {
 		e := s.queue.pop()
 		if e == keep {
@@ -184,25 +193,25 @@ func (s *shard) makeRoom(needTraces, needSpans int, keep *entry, c *insertCounts
 			continue
 		}
 		s.leave(e, leftEvicted)
-		c.evicted++
+		c.Evicted++
 		s.handOver(e, c)
 	}
 }
 
 // leave removes e, just popped from the queue, from the waiting traces,
 // remembering why it left.
-func (s *shard) leave(e *entry, why uint64) {
-	delete(s.traces, e.id)
+func (s *Shard) leave(e *Entry, why uint64) {
+	delete(s.traces, e.ID)
 	s.recent.add(e.hash, why)
-	s.waitingSpans -= len(e.spans)
+	s.waitingSpans -= len(e.Spans)
 }
 
 // handOver queues e for the worker, dropping the oldest traces handed over
 // before it when the worker has not kept up.
-func (s *shard) handOver(e *entry, c *insertCounts) {
-	n := len(e.spans)
+func (s *Shard) handOver(e *Entry, c *Counts) {
+	n := len(e.Spans)
 	if s.maxHandTraces == 0 || n > s.maxHandSpans {
-		c.dropped += int64(n)
+		c.Dropped += int64(n)
 		return
 	}
 	s.handMu.Lock()
@@ -210,8 +219,8 @@ func (s *shard) handOver(e *entry, c *insertCounts) {
 	for s.handed.len() >= s.maxHandTraces || int(s.handedSpans.Load())+n > s.maxHandSpans {
 		old := s.handed.pop()
 		s.handedTraces.Add(-1)
-		s.handedSpans.Add(-int64(len(old.spans)))
-		c.dropped += int64(len(old.spans))
+		s.handedSpans.Add(-int64(len(old.Spans)))
+		c.Dropped += int64(len(old.Spans))
 	}
 	s.handed.push(e)
 	s.handedTraces.Add(1)
@@ -223,8 +232,8 @@ func (s *shard) handOver(e *entry, c *insertCounts) {
 	}
 }
 
-// takeHanded moves traces handed over to out, up to its capacity.
-func (s *shard) takeHanded(out []*entry) []*entry {
+// TakeHanded moves traces handed over to out, up to its capacity.
+func (s *Shard) TakeHanded(out []*Entry) []*Entry {
 	if s.handedTraces.Load() == 0 {
 		return out
 	}
@@ -233,17 +242,17 @@ func (s *shard) takeHanded(out []*entry) []*entry {
 	for len(out) < cap(out) && s.handed.len() > 0 {
 		e := s.handed.pop()
 		s.handedTraces.Add(-1)
-		s.handedSpans.Add(-int64(len(e.spans)))
+		s.handedSpans.Add(-int64(len(e.Spans)))
 		out = append(out, e)
 	}
 	return out
 }
 
-// takeDue moves traces due at now to out, up to its capacity; once the
+// TakeDue moves traces due at now to out, up to its capacity; once the
 // shard is closed, every waiting trace. It returns how long until the
 // queue's head is due (0: nothing is waiting, or out is full) and whether
 // the shard is closed and empty.
-func (s *shard) takeDue(now int64, out []*entry) (_ []*entry, wait time.Duration, done bool) {
+func (s *Shard) TakeDue(now int64, out []*Entry) (_ []*Entry, wait time.Duration, done bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for len(out) < cap(out) && s.queue.len() > 0 {
@@ -268,31 +277,33 @@ func (s *shard) takeDue(now int64, out []*entry) (_ []*entry, wait time.Duration
 	return out, wait, s.closed && s.queue.len() == 0 && s.handedTraces.Load() == 0
 }
 
-// close stops the shard accepting spans; its worker then drains it.
-func (s *shard) close() {
+// Close stops the shard accepting spans; its worker then drains it.
+func (s *Shard) Close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
 	signal(s.queueSignal)
 }
 
-// occupancy reports the traces and spans the shard holds.
-func (s *shard) occupancy() (traces, spans int) {
+// Occupancy reports the traces and spans the shard holds.
+func (s *Shard) Occupancy() (traces, spans int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.queue.len() + int(s.handedTraces.Load()), s.waitingSpans + int(s.handedSpans.Load())
 }
 
-// buffer is the set of shards.
-type buffer struct {
-	shards []*shard
+// Buffer is the set of shards.
+type Buffer struct {
+	shards []*Shard
 	epoch  time.Time
+	clock  func() int64 // SetClock's; nil is monotonic time since epoch
 }
 
-// newBuffer splits maxTraces and maxSpans evenly over shards shards.
-func newBuffer(shards, maxTraces, maxSpans int, wait time.Duration) *buffer {
+// New splits maxTraces and maxSpans evenly over shards shards, traces due
+// wait after their last span.
+func New(shards, maxTraces, maxSpans int, wait time.Duration) *Buffer {
 	shards = max(1, min(shards, maxTraces, maxSpans))
-	b := &buffer{shards: make([]*shard, shards), epoch: time.Now()}
+	b := &Buffer{shards: make([]*Shard, shards), epoch: time.Now()}
 	for i := range b.shards {
 		b.shards[i] = newShard(share(maxTraces, shards, i), share(maxSpans, shards, i), wait)
 	}
@@ -308,8 +319,46 @@ func share(total, n, i int) int {
 	return part
 }
 
-// now is the buffer's clock: monotonic nanoseconds since its epoch.
-func (b *buffer) now() int64 { return int64(time.Since(b.epoch)) }
+// Now is the buffer's clock: monotonic nanoseconds since its epoch.
+func (b *Buffer) Now() int64 {
+	if b.clock != nil {
+		return b.clock()
+	}
+	return int64(time.Since(b.epoch))
+}
+
+// SetClock makes now the buffer's clock, for tests that move time by hand;
+// after moving it they call Wake, so that the workers look again. Call it
+// before any span is added.
+func (b *Buffer) SetClock(now func() int64) { b.clock = now }
+
+// Wake makes every shard's worker look at its queue again.
+func (b *Buffer) Wake() {
+	for _, s := range b.shards {
+		signal(s.queueSignal)
+	}
+}
+
+// Shards returns the shards, one per worker.
+func (b *Buffer) Shards() []*Shard { return b.shards }
+
+// Signals returns what the shard's worker waits on when it has nothing to
+// take: queued says the queue changed (a trace arrived in an empty shard,
+// or the shard closed), handed that a trace was handed over.
+func (s *Shard) Signals() (queued, handed <-chan struct{}) { return s.queueSignal, s.handSignal }
+
+// Capacity reports the shard's share of max_traces and max_spans, waiting
+// and handed over together.
+func (s *Shard) Capacity() (traces, spans int) {
+	return s.maxWaitTraces + s.maxHandTraces, s.maxWaitSpans + s.maxHandSpans
+}
+
+// Peak reports the most traces and spans the shard held at once.
+func (s *Shard) Peak() (traces, spans int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peakTraces, s.peakSpans
+}
 
 // traceHash mixes a trace ID into 64 bits for picking its shard and its
 // slot in the recent filter. Trace IDs are random by specification, but
@@ -322,12 +371,12 @@ func traceHash(id pcommon.TraceID) uint64 {
 	return h
 }
 
-// add inserts a batch of records, taking each shard's lock once per
+// Add inserts a batch of records arriving at now, taking each shard's lock once per
 // maxInsert traces. It gathers a trace's records from the whole batch
 // first, so that a trace whose spans come in one batch, whatever their
 // order, takes one exactly sized allocation. runs is scratch space, returned
 // for reuse.
-func (b *buffer) add(spans []dependencyanalysis.Span, runs []spanRun, now int64, c *insertCounts) []spanRun {
+func (b *Buffer) Add(spans []dependencyanalysis.Span, runs []Run, now int64, c *Counts) []Run {
 	runs = runs[:0]
 	for lo := 0; lo < len(spans); {
 		id := spans[lo].TraceID
@@ -336,12 +385,12 @@ func (b *buffer) add(spans []dependencyanalysis.Span, runs []spanRun, now int64,
 			hi++
 		}
 		h := traceHash(id)
-		runs = append(runs, spanRun{id: id, hash: h, lo: int32(lo), hi: int32(hi), shard: int32(h % uint64(len(b.shards)))})
+		runs = append(runs, Run{id: id, hash: h, lo: int32(lo), hi: int32(hi), shard: int32(h % uint64(len(b.shards)))})
 		lo = hi
 	}
 	// Group by shard, then by trace. Comparing hashes, not IDs, is cheaper;
 	// two traces with one hash would only be inserted in more pieces.
-	slices.SortFunc(runs, func(x, y spanRun) int {
+	slices.SortFunc(runs, func(x, y Run) int {
 		if c := cmp.Compare(x.shard, y.shard); c != 0 {
 			return c
 		}
@@ -360,7 +409,7 @@ func (b *buffer) add(spans []dependencyanalysis.Span, runs []spanRun, now int64,
 // most maxInsert of them, and returns where it stopped. The lock is let go
 // after maxInsert traces so that a big batch of new traces does not keep
 // the worker from the traces it pushes out, and on a panic.
-func (s *shard) insertRuns(runs []spanRun, lo int, spans []dependencyanalysis.Span, now int64, c *insertCounts) int {
+func (s *Shard) insertRuns(runs []Run, lo int, spans []dependencyanalysis.Span, now int64, c *Counts) int {
 	shard := runs[lo].shard
 	wake := false
 	defer func() {
@@ -384,10 +433,10 @@ func (s *shard) insertRuns(runs []spanRun, lo int, spans []dependencyanalysis.Sp
 	return lo
 }
 
-// occupancy reports the traces and spans the buffer holds.
-func (b *buffer) occupancy() (traces, spans int) {
+// Occupancy reports the traces and spans the buffer holds.
+func (b *Buffer) Occupancy() (traces, spans int) {
 	for _, s := range b.shards {
-		t, n := s.occupancy()
+		t, n := s.Occupancy()
 		traces += t
 		spans += n
 	}
@@ -468,18 +517,18 @@ func (r *recentFilter) add(h, why uint64) {
 	r.slots[r.index(h)] = h&^3 | why // never 0, the empty slot
 }
 
-// symbols calls keep for every symbol of the records the shard holds,
+// Symbols calls keep for every symbol of the records the shard holds,
 // waiting or handed over (Symbols.Sweep).
-func (s *shard) symbols(keep func(dependencyanalysis.Symbol)) {
+func (s *Shard) Symbols(keep func(dependencyanalysis.Symbol)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.handMu.Lock()
 	defer s.handMu.Unlock()
 	for _, e := range s.traces {
-		spanSymbols(e.spans, keep)
+		spanSymbols(e.Spans, keep)
 	}
 	for i := range s.handed.n {
-		spanSymbols(s.handed.buf[(s.handed.head+i)&(len(s.handed.buf)-1)].spans, keep)
+		spanSymbols(s.handed.buf[(s.handed.head+i)&(len(s.handed.buf)-1)].Spans, keep)
 	}
 }
 

@@ -1,0 +1,276 @@
+// Package hintsserver serves the ownership hints (docs/design.md §9.3):
+// GET /v1/hints?service=NAME, from a view of the processor's edge model, on
+// a confighttp server, so that TLS and the collector's authenticator
+// extensions apply.
+package hintsserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/errorownership/errorownership/ownership"
+	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/edges"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/confighttp"
+	"go.uber.org/zap"
+)
+
+// maxServiceName bounds the service parameter: service names are short,
+// and the cache must not be filled with junk.
+const maxServiceName = 255
+
+// Source gives the view of the edge model the hints are served from.
+type Source interface {
+	View(ctx context.Context) (*edges.View, error)
+}
+
+// Server serves each service its hints from the processor's edge model,
+// encoding each service's answer once per view of the model.
+type Server struct {
+	http   confighttp.ServerConfig
+	ttl    time.Duration
+	budget ownership.RetryBudget
+	source Source
+	logger *zap.Logger
+
+	srv     *http.Server
+	serving sync.WaitGroup
+
+	mu      sync.Mutex
+	view    *edges.View // the view answers holds the answers of
+	answers map[string]*answer
+}
+
+// answer is one service's encoded hints, with its header values ready, so
+// that serving a cached answer allocates next to nothing.
+type answer struct {
+	body    []byte
+	etag    string
+	headers http.Header
+}
+
+// New returns a server listening as server says, telling services to use
+// their hints for ttl and to keep budget.
+func New(server confighttp.ServerConfig, ttl time.Duration, budget ownership.RetryBudget, source Source, logger *zap.Logger) *Server {
+	return &Server{http: server, ttl: ttl, budget: budget, source: source, logger: logger}
+}
+
+// Start listens on the configured endpoint.
+func (h *Server) Start(ctx context.Context, host component.Host, set component.TelemetrySettings) error {
+	ln, err := h.http.ToListener(ctx)
+	if err != nil {
+		return fmt.Errorf("hints: cannot listen on %q: %w", h.http.NetAddr.Endpoint, err)
+	}
+	h.srv, err = h.http.ToServer(ctx, host.GetExtensions(), set, h)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("hints: %w", err)
+	}
+	h.serving.Add(1)
+	go func() {
+		defer h.serving.Done()
+		if err := h.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			h.logger.Error("The ownership hints server stopped", zap.Error(err))
+		}
+	}()
+	h.logger.Info("Serving ownership hints", zap.String("endpoint", ln.Addr().String()), zap.String("path", ownership.HintsPath))
+	return nil
+}
+
+// Shutdown stops the server and waits for it until ctx ends, then closes
+// the connections still open, which cancels their requests' contexts: a
+// request waiting for a database that does not answer must not hold the
+// processor's shutdown.
+func (h *Server) Shutdown(ctx context.Context) error {
+	if h.srv == nil {
+		return nil
+	}
+	err := h.srv.Shutdown(ctx)
+	if err != nil {
+		err = errors.Join(fmt.Errorf("hints: requests still in flight at shutdown: %w", err), h.srv.Close())
+	}
+	h.serving.Wait()
+	return err
+}
+
+// ServeHTTP answers GET /v1/hints?service=NAME.
+func (h *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != ownership.HintsPath {
+		httpError(w, http.StatusNotFound, "no such path: hints are at "+ownership.HintsPath+"?service=NAME")
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		httpError(w, http.StatusMethodNotAllowed, "use GET")
+		return
+	}
+	// The service name goes to the cache, the logs and the database: it
+	// must be one short, printable UTF-8 string.
+	service, problem := serviceParam(r.URL.RawQuery)
+	switch {
+	case problem != "":
+		httpError(w, http.StatusBadRequest, problem+": ask for "+ownership.HintsPath+"?service=NAME")
+		return
+	case service == "":
+		httpError(w, http.StatusBadRequest, "the service query parameter is missing: ask for "+ownership.HintsPath+"?service=NAME")
+		return
+	case len(service) > maxServiceName:
+		httpError(w, http.StatusBadRequest, "the service query parameter is longer than "+strconv.Itoa(maxServiceName)+" bytes")
+		return
+	}
+	ans, err := h.answer(r.Context(), service)
+	if err != nil {
+		// A model that cannot be read is logged where it is read, once an
+		// outage; only what else goes wrong is logged here.
+		if !errors.Is(err, edges.ErrNoModelYet) {
+			h.logger.Warn("Cannot compute ownership hints", zap.String("service", service), zap.Error(err))
+		}
+		httpError(w, http.StatusServiceUnavailable, "the edge model cannot be read now; keep the last hints or the safe defaults")
+		return
+	}
+	hdr := w.Header()
+	hdr["Etag"] = ans.headers["Etag"]
+	hdr["Cache-Control"] = ans.headers["Cache-Control"]
+	if etagMatches(r.Header["If-None-Match"], ans.etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	hdr["Content-Type"] = ans.headers["Content-Type"]
+	hdr["Content-Length"] = ans.headers["Content-Length"]
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodGet {
+		_, _ = w.Write(ans.body)
+	}
+}
+
+// maxCachedAnswers bounds the answers kept for one view, so that requests
+// for made-up service names cannot grow them: past it, answers are encoded
+// anew.
+const maxCachedAnswers = 10_000
+
+// answer returns the service's hints from the current view of the model,
+// encoded once per view.
+func (h *Server) answer(ctx context.Context, service string) (*answer, error) {
+	v, err := h.source.View(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	if h.view != v {
+		h.view, h.answers = v, make(map[string]*answer)
+	}
+	ans := h.answers[service]
+	h.mu.Unlock()
+	if ans != nil {
+		return ans, nil
+	}
+	if ans, err = h.encode(service, v.Edges(service), v.At); err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	if h.view == v && len(h.answers) < maxCachedAnswers {
+		h.answers[service] = ans
+	}
+	h.mu.Unlock()
+	return ans, nil
+}
+
+func (h *Server) encode(service string, edges []ownership.HintEdge, at time.Time) (*answer, error) {
+	doc := ownership.NewHints(service, edges, h.ttl, h.budget, time.Time{})
+	// The ETag covers what a client acts on, not when it was computed, so
+	// that unchanged hints answer 304 however often they are recomputed.
+	stable, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(stable)
+	doc.GeneratedAt = at.UTC()
+	body, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	etag := `W/"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`
+	return &answer{
+		body: body,
+		etag: etag,
+		headers: http.Header{
+			"Etag":           {etag},
+			"Cache-Control":  {"max-age=" + strconv.Itoa(int(h.ttl/time.Second))},
+			"Content-Type":   {"application/json"},
+			"Content-Length": {strconv.Itoa(len(body))},
+		},
+	}, nil
+}
+
+// serviceParam finds the service parameter in a raw query string without
+// building the map url.ParseQuery would. It returns a problem, to answer
+// 400 with, for a service parameter given twice, a malformed escape in it,
+// or a name that is not valid UTF-8 or holds control characters (NUL, line
+// breaks, terminal escapes): no service is called so, and such a name must
+// reach neither the logs nor the database.
+func serviceParam(raw string) (service, problem string) {
+	found := false
+	for part := range strings.SplitSeq(raw, "&") {
+		k, v, _ := strings.Cut(part, "=")
+		// Other parameters are not ours to judge, even malformed ones.
+		if k, ok := unescape(k); !ok || k != "service" {
+			continue
+		}
+		if found {
+			return "", "the service query parameter is given more than once; ask for one service"
+		}
+		found = true
+		var ok bool
+		if service, ok = unescape(v); !ok {
+			return "", "the query string is malformed"
+		}
+	}
+	switch {
+	case !utf8.ValidString(service):
+		return "", "the service query parameter is not valid UTF-8"
+	case strings.ContainsFunc(service, unicode.IsControl):
+		return "", "the service query parameter holds control characters"
+	}
+	return service, ""
+}
+
+// unescape decodes a query string key or value, sparing the common case
+// that needs no decoding; ok is false for a malformed escape.
+func unescape(s string) (string, bool) {
+	if !strings.ContainsAny(s, "%+") {
+		return s, true
+	}
+	u, err := url.QueryUnescape(s)
+	return u, err == nil
+}
+
+// etagMatches implements If-None-Match's weak comparison.
+func etagMatches(values []string, etag string) bool {
+	for _, v := range values {
+		for tag := range strings.SplitSeq(v, ",") {
+			tag = strings.TrimSpace(tag)
+			if tag == "*" || strings.TrimPrefix(tag, "W/") == strings.TrimPrefix(etag, "W/") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func httpError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
