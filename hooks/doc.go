@@ -1,5 +1,5 @@
 // Package hooks is the core of the error-ownership SDK hooks: the pure
-// decisions of DESIGN §3, the request-scoped Ledger that feeds them, and the
+// decisions of docs/design.md §4, the request-scoped Ledger that feeds them, and the
 // retry Budget. The transports and middleware live in hookshttp and
 // hooksgrpc; the hint client in hints. This package depends on nothing of
 // ours but the shared vocabulary (ownership), and on no tracing library, so
@@ -8,7 +8,7 @@
 // # The two decisions
 //
 // A server, when its inbound request ends in an error, decides what to tell
-// its caller (Claim, the article's Figures 3 and 6):
+// its caller (Claim; docs/design.md §4.2 and §4.4):
 //
 //	outbound logical calls in the request          claim      reason
 //	none failed                                    claimed    own
@@ -20,7 +20,7 @@
 //	the request gave up waiting on a call          unclaimed  propagated (timeouts)
 //
 // A client, when an attempt fails with a server fault, decides whether to
-// retry it (Retry, the article's Figure 4 decision matrix):
+// retry it (Retry, the decision matrix of docs/design.md §4.3):
 //
 //	no retry policy for the call                  no_policy
 //	callee sent unclaimed                         suppressed_unclaimed
@@ -31,5 +31,5 @@
 // The broken-context refinement needs no code: a call made with a context
 // that lost the request's Ledger is invisible to Claim, so the service
 // claims the error itself and the retry point moves one hop up, exactly as
-// DESIGN §3 describes.
+// docs/design.md §4.4 describes.
 package hooks

@@ -104,7 +104,7 @@ func TestChain(t *testing.T) {
 			if got := first(md.Get(ownership.GRPCPushbackKey)); got != wantPushback {
 				t.Errorf("root read pushback %q, want %q", got, wantPushback)
 			}
-			chaintest.Check(t, tc, "grpc-previous-rpc-attempts", a.observation(), b.observation(), c.observation())
+			chaintest.Check(t, tc, "grpc-previous-rpc-attempts", a.Observation(), b.Observation(), c.Observation())
 		})
 	}
 }

@@ -2,7 +2,7 @@
 // interceptors that tell callers whether the service owns an error (the
 // error-claim trailer, with grpc-retry-pushback-ms: -1 beside unclaimed),
 // and client interceptors that retry only where the error began (the
-// article's decision matrix), within a retry budget.
+// decision matrix of docs/design.md §4.3), within a retry budget.
 //
 // Setup, with hints from the collector (package hints):
 //

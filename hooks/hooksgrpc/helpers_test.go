@@ -3,16 +3,10 @@ package hooksgrpc_test
 import (
 	"context"
 	"net"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/propagation"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -33,20 +27,14 @@ const (
 
 var watchDesc = &grpc.StreamDesc{StreamName: "Watch", ServerStreams: true}
 
-// service is one gRPC server of a test: what it does, what it saw, what it
-// read from its callee, and its spans.
+// service is one gRPC server of a test: what it does, what it saw
+// (grpc-previous-rpc-attempts on each call it served, error-claim on each
+// answer from its callee) and its spans.
 type service struct {
-	name     string
-	addr     string
-	work     func(ctx context.Context) error
-	watch    func(attempt int, send func(string) error) error
-	requests atomic.Int32
-	spans    *tracetest.SpanRecorder
-	tp       *sdktrace.TracerProvider
-
-	mu       sync.Mutex
-	attempts []string // grpc-previous-rpc-attempts on each call it served
-	observed []string // error-claim on each answer from its callee
+	*chaintest.Recorder
+	addr  string
+	work  func(ctx context.Context) error
+	watch func(attempt int, send func(string) error) error
 }
 
 var serviceDesc = grpc.ServiceDesc{
@@ -79,35 +67,29 @@ var serviceDesc = grpc.ServiceDesc{
 			if err := ss.RecvMsg(new(wrapperspb.StringValue)); err != nil {
 				return err
 			}
-			return s.watch(int(s.requests.Load()), func(v string) error { return ss.SendMsg(wrapperspb.String(v)) })
+			return s.watch(int(s.Requests.Load()), func(v string) error { return ss.SendMsg(wrapperspb.String(v)) })
 		},
 	}},
 }
 
 func newService(t *testing.T, name string) *service {
-	s := &service{name: name, spans: tracetest.NewSpanRecorder()}
-	s.tp = sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(s.spans))
-	t.Cleanup(func() { _ = s.tp.Shutdown(context.Background()) })
-	return s
+	return &service{Recorder: chaintest.NewRecorder(t, name)}
 }
 
 func (s *service) otelOpts() []otelgrpc.Option {
-	return []otelgrpc.Option{otelgrpc.WithTracerProvider(s.tp), otelgrpc.WithPropagators(propagation.TraceContext{})}
+	return []otelgrpc.Option{otelgrpc.WithTracerProvider(s.TP), otelgrpc.WithPropagators(propagation.TraceContext{})}
 }
 
 // start serves s on 127.0.0.1 with otelgrpc, counting calls first, then
 // with the hooks' server interceptors if hooks is set.
 func (s *service) start(t *testing.T, hooks bool, opts ...hooksgrpc.Option) {
 	count := func(ctx context.Context) {
-		s.requests.Add(1)
 		md, _ := metadata.FromIncomingContext(ctx)
 		v := ""
 		if a := md.Get(ownership.GRPCPreviousAttemptsKey); len(a) > 0 {
 			v = a[0]
 		}
-		s.mu.Lock()
-		s.attempts = append(s.attempts, v)
-		s.mu.Unlock()
+		s.Served(v)
 	}
 	unary := []grpc.UnaryServerInterceptor{func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		count(ctx)
@@ -172,18 +154,9 @@ func (s *service) record(ctx context.Context, method string, req, reply any, cc 
 		if c := md.Get(ownership.GRPCClaimKey); len(c) > 0 {
 			v = c[0]
 		}
-		s.mu.Lock()
-		s.observed = append(s.observed, v)
-		s.mu.Unlock()
+		s.Observed(v)
 	}
 	return err
-}
-
-// seen returns copies of what the service recorded.
-func (s *service) seen() (attempts, observed []string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.attempts), slices.Clone(s.observed)
 }
 
 // call makes one unary call and returns its trailer.
@@ -191,17 +164,4 @@ func call(ctx context.Context, conn *grpc.ClientConn) (metadata.MD, error) {
 	var md metadata.MD
 	err := conn.Invoke(ctx, workMethod, wrapperspb.String("work"), new(wrapperspb.StringValue), grpc.Trailer(&md))
 	return md, err
-}
-
-// spanAttrs returns attribute key of the service's ended spans of kind, in
-// the order they ended, waiting briefly for n of them.
-func (s *service) spanAttrs(t *testing.T, kind trace.SpanKind, key string, n int) []string {
-	t.Helper()
-	return chaintest.SpanAttrs(s.spans, kind, key, n)
-}
-
-// observation is what the service recorded, for chaintest.Check.
-func (s *service) observation() chaintest.Observed {
-	attempts, claims := s.seen()
-	return chaintest.Observed{Name: s.name, Served: int(s.requests.Load()), Attempts: attempts, Claims: claims, Spans: s.spans}
 }

@@ -75,7 +75,7 @@ func TestMalformedClaims(t *testing.T) {
 			if tc.want == ownership.ClaimUnclaimed {
 				wantCalls = 1
 			}
-			if got := c.requests.Load(); got != wantCalls {
+			if got := c.Requests.Load(); got != wantCalls {
 				t.Errorf("%d calls, want %d", got, wantCalls)
 			}
 		})
@@ -91,8 +91,8 @@ func TestNotAFault(t *testing.T) {
 	b := newService(t, "B")
 	ctx, ledger := hooks.WithLedger(context.Background())
 	md, err := call(ctx, b.dial(t, c.addr, true, fastRetries...))
-	if status.Code(err) != codes.NotFound || len(md.Get(ownership.GRPCClaimKey)) != 0 || c.requests.Load() != 1 {
-		t.Fatalf("err %v, trailer %v, %d calls", err, md, c.requests.Load())
+	if status.Code(err) != codes.NotFound || len(md.Get(ownership.GRPCClaimKey)) != 0 || c.Requests.Load() != 1 {
+		t.Fatalf("err %v, trailer %v, %d calls", err, md, c.Requests.Load())
 	}
 	if outs := ledger.Outcomes(nil); len(outs) != 1 || outs[0].Failed {
 		t.Fatalf("outcomes %+v", outs)
@@ -132,7 +132,7 @@ func TestPlainGRPCRetryPolicyStops(t *testing.T) {
 			if _, err := call(context.Background(), conn); status.Code(err) != codes.Internal {
 				t.Fatalf("err %v", err)
 			}
-			if got := c.requests.Load(); got != tc.wantCalls {
+			if got := c.Requests.Load(); got != tc.wantCalls {
 				t.Fatalf("%d calls, want %d", got, tc.wantCalls)
 			}
 		})
@@ -202,7 +202,7 @@ func TestStreams(t *testing.T) {
 			if status.Code(err) != tc.wantErr || strings.Join(msgs, ",") != tc.wantMsgs {
 				t.Fatalf("got %q, %v; want %q, %v", msgs, err, tc.wantMsgs, tc.wantErr)
 			}
-			if got := c.requests.Load(); got != tc.wantCalls {
+			if got := c.Requests.Load(); got != tc.wantCalls {
 				t.Errorf("%d streams, want %d", got, tc.wantCalls)
 			}
 			outs := ledger.Outcomes(nil)
@@ -250,8 +250,8 @@ func TestPeerServiceFromTarget(t *testing.T) {
 	if out.PeerService != c.addr || out.PeerOperation != "chain.Chain/Work" {
 		t.Fatalf("outcome %+v, want peer %s", out, c.addr)
 	}
-	host := chaintest.SpanAttrs(b.spans, trace.SpanKindClient, "server.address", 1)
-	port := chaintest.SpanAttrs(b.spans, trace.SpanKindClient, "server.port", 1)
+	host := chaintest.SpanAttrs(b.Spans, trace.SpanKindClient, "server.address", 1)
+	port := chaintest.SpanAttrs(b.Spans, trace.SpanKindClient, "server.port", 1)
 	if len(host) != 1 || len(port) != 1 || net.JoinHostPort(host[0], port[0]) != out.PeerService {
 		t.Fatalf("the client span says %v:%v, the hooks %s", host, port, out.PeerService)
 	}

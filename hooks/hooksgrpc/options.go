@@ -24,7 +24,7 @@ type config struct {
 }
 
 // DefaultFaultCodes returns the status codes that are the server's fault
-// (DESIGN §3): the server claims them, the client retries them. Invalid
+// (docs/design.md §4.1): the server claims them, the client retries them. Invalid
 // arguments, missing entities and the like are the caller's.
 func DefaultFaultCodes() []codes.Code {
 	return []codes.Code{

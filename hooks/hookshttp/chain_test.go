@@ -6,16 +6,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/propagation"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/errorownership/errorownership/hooks"
 	"github.com/errorownership/errorownership/hooks/hookshttp"
@@ -23,53 +18,34 @@ import (
 	"github.com/errorownership/errorownership/ownership"
 )
 
-// service is one server of a test chain: what it saw, what it read from
-// its callee, and its spans.
+// service is one server of a test chain: what it saw (Retry-Attempt on
+// each request it served, Error-Claim on each response from its callee)
+// and its spans.
 type service struct {
-	name     string
-	srv      *httptest.Server
-	requests atomic.Int32
-	spans    *tracetest.SpanRecorder
-	tp       *sdktrace.TracerProvider
-
-	mu       sync.Mutex
-	attempts []string // Retry-Attempt on each request it served
-	observed []string // Error-Claim on each response from its callee
+	*chaintest.Recorder
+	srv *httptest.Server
 }
 
 func newService(t *testing.T, name string) *service {
-	s := &service{name: name, spans: tracetest.NewSpanRecorder()}
-	s.tp = sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(s.spans))
-	t.Cleanup(func() { _ = s.tp.Shutdown(context.Background()) })
-	return s
+	return &service{Recorder: chaintest.NewRecorder(t, name)}
 }
 
 // start serves h on 127.0.0.1 behind otelhttp, counting requests first.
 func (s *service) start(t *testing.T, h http.Handler) {
 	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.requests.Add(1)
-		s.mu.Lock()
-		s.attempts = append(s.attempts, r.Header.Get(ownership.HTTPRetryAttemptHeader))
-		s.mu.Unlock()
+		s.Served(r.Header.Get(ownership.HTTPRetryAttemptHeader))
 		h.ServeHTTP(w, r)
 	})
-	s.srv = httptest.NewServer(otelhttp.NewHandler(counted, s.name,
-		otelhttp.WithTracerProvider(s.tp), otelhttp.WithPropagators(propagation.TraceContext{})))
+	s.srv = httptest.NewServer(otelhttp.NewHandler(counted, s.Name,
+		otelhttp.WithTracerProvider(s.TP), otelhttp.WithPropagators(propagation.TraceContext{})))
 	t.Cleanup(s.srv.Close)
-}
-
-// seen returns copies of what the service recorded.
-func (s *service) seen() (attempts, observed []string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.attempts), slices.Clone(s.observed)
 }
 
 // transport is the service's outbound stack below the hooks: a client span
 // per attempt, then a recorder of the callee's claims, then the network.
 func (s *service) transport() http.RoundTripper {
 	return otelhttp.NewTransport(recorder{s, &http.Transport{}},
-		otelhttp.WithTracerProvider(s.tp), otelhttp.WithPropagators(propagation.TraceContext{}))
+		otelhttp.WithTracerProvider(s.TP), otelhttp.WithPropagators(propagation.TraceContext{}))
 }
 
 type recorder struct {
@@ -80,24 +56,9 @@ type recorder struct {
 func (r recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	res, err := r.base.RoundTrip(req)
 	if err == nil {
-		r.s.mu.Lock()
-		r.s.observed = append(r.s.observed, res.Header.Get(ownership.HTTPClaimHeader))
-		r.s.mu.Unlock()
+		r.s.Observed(res.Header.Get(ownership.HTTPClaimHeader))
 	}
 	return res, err
-}
-
-// spanAttrs returns attribute key of the service's ended spans of kind, in
-// the order they ended, waiting briefly for n of them.
-func (s *service) spanAttrs(t *testing.T, kind trace.SpanKind, key string, n int) []string {
-	t.Helper()
-	return chaintest.SpanAttrs(s.spans, kind, key, n)
-}
-
-// observation is what the service recorded, for chaintest.Check.
-func (s *service) observation() chaintest.Observed {
-	attempts, claims := s.seen()
-	return chaintest.Observed{Name: s.name, Served: int(s.requests.Load()), Attempts: attempts, Claims: claims, Spans: s.spans}
 }
 
 // middle is the handler of A and B: call the next service, fail if it did.
@@ -194,7 +155,7 @@ func TestChain(t *testing.T) {
 			if got := res.Header.Get(ownership.HTTPClaimHeader); got != tc.WantRoot {
 				t.Errorf("root read claim %q from A, want %q", got, tc.WantRoot)
 			}
-			chaintest.Check(t, tc, "Retry-Attempt", a.observation(), b.observation(), c.observation())
+			chaintest.Check(t, tc, "Retry-Attempt", a.Observation(), b.Observation(), c.Observation())
 		})
 	}
 }

@@ -1,7 +1,7 @@
 // Package hookshttp puts error ownership into net/http services: a server
 // Middleware that tells callers whether it owns an error (the Error-Claim
 // response header), and a client Transport that retries only where the
-// error began (the article's decision matrix), within a retry budget.
+// error began (the decision matrix of docs/design.md §4.3), within a retry budget.
 //
 // Setup, with hints from the collector (package hints):
 //
@@ -18,7 +18,7 @@
 // their outbound calls with the request's context (r.Context()): that is
 // how the Transport finds the request's hooks.Ledger. A call made with
 // another context is invisible to the claim decision, the broken-context
-// case of DESIGN §3.
+// case of docs/design.md §4.4.
 //
 // Without a tracer, or with an unsampled span, the hooks build no
 // attributes at all. On the success path the Middleware costs one

@@ -277,16 +277,16 @@ func TestCoincidental(t *testing.T) {
 				t.Fatal(err)
 			}
 			res.Body.Close()
-			_, fromB := a.seen()
+			_, fromB := a.Seen()
 			if len(fromB) == 0 || fromB[0] != tc.wantClaim {
 				t.Errorf("A read %q from B, want %q first", fromB, tc.wantClaim)
 			}
-			if got := []int{int(a.requests.Load()), int(b.requests.Load()), int(recs.requests.Load())}; got[0] != tc.wantA || got[1] != tc.wantB || got[2] != tc.want {
+			if got := []int{int(a.Requests.Load()), int(b.Requests.Load()), int(recs.Requests.Load())}; got[0] != tc.wantA || got[1] != tc.wantB || got[2] != tc.want {
 				t.Errorf("A, B, recommendations served %v, want [%d %d %d]", got, tc.wantA, tc.wantB, tc.want)
 			}
 			// recommendations has no hooks: its failures come without a claim.
 			wantReason := map[string]string{"claimed": "coincidental", "unclaimed": "missing_downstream_claim"}[tc.wantClaim]
-			if got := b.spanAttrs(t, trace.SpanKindServer, ownership.AttrClaimReason, 1); len(got) == 0 || got[0] != wantReason {
+			if got := b.SpanAttrs(t, trace.SpanKindServer, ownership.AttrClaimReason, 1); len(got) == 0 || got[0] != wantReason {
 				t.Errorf("B's error.claim.reason %q, want %q", got, wantReason)
 			}
 		})

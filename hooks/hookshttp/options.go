@@ -91,7 +91,7 @@ func WithPeerOperation(f func(*http.Request) string) Option {
 }
 
 // ServerFault reports whether status is a server fault: 500 and above.
-// 4xx are the caller's fault (DESIGN §3).
+// 4xx are the caller's fault (docs/design.md §4.1).
 func ServerFault(status int) bool { return status >= 500 }
 
 // Idempotent reports whether r may be retried by default: its method is

@@ -283,22 +283,22 @@ func TestTransportAttemptSpans(t *testing.T) {
 	f := newFailing(t, []string{"claimed"})
 	s := newService(t, "caller")
 	rt := hookshttp.Transport(s.transport(), append(fastRetries, hookshttp.WithMaxAttempts(3))...)
-	ctx, span := s.tp.Tracer("test").Start(context.Background(), "caller", trace.WithSpanKind(trace.SpanKindServer))
+	ctx, span := s.TP.Tracer("test").Start(context.Background(), "caller", trace.WithSpanKind(trace.SpanKindServer))
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.srv.URL, nil)
 	_, _, _ = call(t, rt, req)
 	span.End()
 
-	attempts := s.spanAttrs(t, trace.SpanKindClient, ownership.AttrRetryAttempt, 3)
-	resends := s.spanAttrs(t, trace.SpanKindClient, ownership.AttrHTTPResendCount, 3)
-	received := s.spanAttrs(t, trace.SpanKindClient, ownership.AttrClaimReceived, 3)
-	decisions := s.spanAttrs(t, trace.SpanKindClient, ownership.AttrRetryDecision, 3)
+	attempts := s.SpanAttrs(t, trace.SpanKindClient, ownership.AttrRetryAttempt, 3)
+	resends := s.SpanAttrs(t, trace.SpanKindClient, ownership.AttrHTTPResendCount, 3)
+	received := s.SpanAttrs(t, trace.SpanKindClient, ownership.AttrClaimReceived, 3)
+	decisions := s.SpanAttrs(t, trace.SpanKindClient, ownership.AttrRetryDecision, 3)
 	for i, want := range [][]string{{"0", "1", "2"}, {"", "1", "2"}, {"claimed", "claimed", "claimed"}, {"retried", "retried", "exhausted"}} {
 		got := [][]string{attempts, resends, received, decisions}[i]
 		if strings.Join(got, ",") != strings.Join(want, ",") {
 			t.Errorf("attempt spans: got %q, want %q", got, want)
 		}
 	}
-	if got := s.spanAttrs(t, trace.SpanKindServer, ownership.AttrRetryDecision, 1); len(got) != 1 || got[0] != "" {
+	if got := s.SpanAttrs(t, trace.SpanKindServer, ownership.AttrRetryDecision, 1); len(got) != 1 || got[0] != "" {
 		t.Errorf("the caller's span got retry attributes: %q", got)
 	}
 
@@ -306,11 +306,11 @@ func TestTransportAttemptSpans(t *testing.T) {
 	// caller's span must stay clean.
 	s2 := newService(t, "plain")
 	rt2 := hookshttp.Transport(http.DefaultTransport, fastRetries...)
-	ctx2, span2 := s2.tp.Tracer("test").Start(context.Background(), "caller", trace.WithSpanKind(trace.SpanKindServer))
+	ctx2, span2 := s2.TP.Tracer("test").Start(context.Background(), "caller", trace.WithSpanKind(trace.SpanKindServer))
 	req2, _ := http.NewRequestWithContext(ctx2, http.MethodGet, f.srv.URL, nil)
 	_, _, _ = call(t, rt2, req2)
 	span2.End()
-	if got := s2.spanAttrs(t, trace.SpanKindServer, ownership.AttrRetryDecision, 1); len(got) != 1 || got[0] != "" {
+	if got := s2.SpanAttrs(t, trace.SpanKindServer, ownership.AttrRetryDecision, 1); len(got) != 1 || got[0] != "" {
 		t.Errorf("the caller's span got retry attributes: %q", got)
 	}
 }

@@ -1,7 +1,7 @@
 // Package chaintest is the table both the HTTP and the gRPC hooks are tested
 // against: a chain of three services A → B → C in which C fails, walked
-// through every row of the article's decision matrix (Figure 4) and the
-// three refinements of DESIGN §3, with and without hooks on B. Each
+// through every row of the decision matrix (docs/design.md §4.3) and the
+// three refinements of §4.4, with and without hooks on B. Each
 // transport's tests build the chain from real servers on 127.0.0.1 and
 // check what each service saw and claimed.
 package chaintest
@@ -240,7 +240,7 @@ func SpanAttrs(spans *tracetest.SpanRecorder, kind trace.SpanKind, key string, n
 			v := ""
 			for _, kv := range sp.Attributes() {
 				if kv.Key == attribute.Key(key) {
-					v = kv.Value.Emit()
+					v = kv.Value.String()
 				}
 			}
 			out = append(out, v)
