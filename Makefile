@@ -27,13 +27,13 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## bench: the benchmarks named in the issues, with their figures
+## bench: every benchmark, with its figures (see README.md, Benchmarks)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
 
-## demo: the retry-storm simulator: real services, the processor, PostgreSQL, the article's figures
+## demo: the retry-storm simulator: real services, the processor, PostgreSQL, the figures of docs/design.md §1 (flags: ARGS="--keep")
 demo:
-	$(GO) run ./cmd/errorownership demo
+	$(GO) run ./cmd/errorownership demo $(ARGS)
 
 ## scenarios: the bundled trace stories, analysed offline with errorownership analyze
 scenarios:

@@ -20,7 +20,7 @@ type AvailabilityRow struct {
 	Requests int
 }
 
-// TheoryAfter is DESIGN §3's failure rate after one budgeted retry.
+// TheoryAfter is the failure rate after one budgeted retry (docs/design.md §1).
 func TheoryAfter(e, b float64) float64 {
 	m := math.Min(e, b)
 	return (e - m) + m*e

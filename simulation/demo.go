@@ -34,7 +34,7 @@ type DemoOptions struct {
 // BudgetRatio is the demo's retry budget; the min-retries floor is 0.
 const BudgetRatio = 0.1
 
-// Chain services in order, and the article's theoretical requests served
+// Chain services in order, and the theoretical requests served (docs/design.md §1)
 // per root request for each policy.
 var (
 	ChainServices = []string{"a", "b", "c", "d", "e", "f", "g"}
@@ -332,27 +332,29 @@ func ratio(a, b int) float64 {
 	return float64(a) / float64(b)
 }
 
+// where says where the statistics are, when they outlive the demo: in the
+// user's database (--dsn) or in the throwaway cluster kept (--keep).
 func where(st *store.Store, cluster *pgtest.Cluster, keep bool) string {
-	s := fmt.Sprintf("Database: %s\n", st)
-	s += "Tables: operation_stats, claim_accuracy, edge_stats, depth_stats, root_stats, coincidental_audit, flushes\n" +
+	tables := "Tables: operation_stats, claim_accuracy, edge_stats, address_stats, depth_stats, root_stats, coincidental_audit, flushes\n" +
 		"        (edge model: SELECT * FROM edge_model(now() - interval '1 hour', interval '10 minutes'))\n"
-	s += "Grafana dashboards: not yet built.\n"
+	s := "Grafana dashboards: not yet built.\n"
 	switch {
 	case cluster == nil:
-		s += "The database is yours (--dsn); the demo left its rows there.\n"
+		s += fmt.Sprintf("The statistics stay in your database (--dsn): %s\n", st) + tables
 	case keep:
-		s += fmt.Sprintf("PostgreSQL is still running (--keep): psql %q\n", cluster.DSNFor("errorownership"))
+		s += fmt.Sprintf("PostgreSQL is still running (--keep): psql %q\n", cluster.DSNFor("errorownership")) + tables
 		s += fmt.Sprintf("Stop it with: go run ./store/pgtest/cmd/pgcluster stop %s   (then rm -rf %s)\n", cluster.Dir(), cluster.Dir())
 	default:
-		s += "The throwaway cluster is removed when the demo ends (--keep leaves it running).\n"
+		s += "The throwaway PostgreSQL cluster is removed when the demo ends (make demo ARGS=\"--keep\" leaves it running).\n"
 	}
 	return s
 }
 
-// Print writes the report, measured figures beside the article's theory.
+// Print writes the report, measured figures beside the theory of docs/design.md §1.
 func (rep *DemoReport) Print(w io.Writer) {
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "== Requests served per node per root request (Ƞ): measured (store / server counters) vs theory")
+	fmt.Fprintln(w, "== Requests served per node per root request: measured (store / server counters) vs theory")
+	fmt.Fprintln(w, "   (1.00 is Ƞ, the root requests; 8.00 is 8Ƞ: eight requests for each one the user made)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "policy\t")
 	for _, s := range ChainServices {

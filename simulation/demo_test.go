@@ -16,7 +16,7 @@ import (
 
 // TestDemo runs a short demo — real servers, the real processor, a real
 // PostgreSQL cluster from pgtest — and checks the figures against the
-// article's theory. Without PostgreSQL it skips, or fails when CI is set.
+// theory of docs/design.md §1. Without PostgreSQL it skips, or fails when CI is set.
 func TestDemo(t *testing.T) {
 	pgtest.RequireBinaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -96,6 +96,6 @@ func TestFaultSchedule(t *testing.T) {
 }
 
 func TestTheoryAfter(t *testing.T) {
-	assert.InDelta(t, 0.12, TheoryAfter(0.20, 0.10), 1e-12, "DESIGN §3's example")
+	assert.InDelta(t, 0.12, TheoryAfter(0.20, 0.10), 1e-12, "docs/design.md §1's example")
 	assert.InDelta(t, 0.0025, TheoryAfter(0.05, 0.10), 1e-12)
 }

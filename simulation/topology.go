@@ -132,7 +132,7 @@ func (t *Topology) Service(name string) *Service {
 	return nil
 }
 
-// ChainYAML is the article's chain A→B→…→G with D always failing on its own
+// ChainYAML is the chain of docs/design.md §1, A→B→…→G with D always failing on its own
 // after its downstream calls succeeded.
 const ChainYAML = `
 root: a

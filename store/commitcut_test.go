@@ -236,15 +236,9 @@ func TestCommitCutRetriedCountsOnce(t *testing.T) {
 			if st.DuplicateFlushes != tt.dups || st.WrittenFlushes != tt.wrote {
 				t.Fatalf("duplicates %d, written %d; want %d, %d (%+v)", st.DuplicateFlushes, st.WrittenFlushes, tt.dups, tt.wrote, st)
 			}
-			if n := queryInt(t, direct, "SELECT sum(served) FROM operation_stats WHERE service = 'frontend'"); n != 1000 {
-				t.Fatalf("served %d, want 1000: the flush counts once", n)
-			}
-			if n := queryInt(t, direct, "SELECT count(*) FROM coincidental_audit"); n != 3 {
-				t.Fatalf("%d audit entries, want 3", n)
-			}
-			if n := queryInt(t, direct, "SELECT count(*) FROM flushes"); n != 1 {
-				t.Fatalf("%d flushes recorded, want 1", n)
-			}
+			wantInt(t, direct, 1000, "served %d: the flush counts once", "SELECT sum(served) FROM operation_stats WHERE service = 'frontend'")
+			wantInt(t, direct, 3, "%d audit entries", "SELECT count(*) FROM coincidental_audit")
+			wantInt(t, direct, 1, "%d flushes recorded", "SELECT count(*) FROM flushes")
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/errorownership/errorownership/internal/configcheck"
 )
 
 // Config configures the store. The processor embeds it under the key
@@ -31,8 +32,11 @@ type Config struct {
 	// must divide a day, so that no bucket straddles two daily partitions.
 	Bucket time.Duration `mapstructure:"bucket"`
 	// AuditPerServicePerMinute bounds the coincidental-error audit entries
-	// kept per service and minute (of the entries' own time), on top of the
-	// engine's per-flush limit. Zero means no limit.
+	// a collector keeps per service and minute of its flush interval (a
+	// 30 s flush keeps at most this many per service, a 2 m one twice as
+	// many), so that a service failing coincidentally on every request
+	// cannot flood the audit log or the collector's memory; the rest are
+	// counted. Zero means no limit.
 	AuditPerServicePerMinute int `mapstructure:"audit_per_service_per_minute"`
 	// ModelRefresh is how often a collector reads the edge model merged in
 	// the store back, for its verdicts and its hints. (How fast old buckets
@@ -88,11 +92,11 @@ func (c *Config) Validate() error {
 	if c.Retention < 0 {
 		errs = append(errs, fmt.Errorf("store.retention: %v must not be negative; use 0 to keep everything", c.Retention))
 	} else if c.Retention > 0 && c.Retention < 24*time.Hour {
-		errs = append(errs, fmt.Errorf("store.retention: %v is shorter than the daily partitions; use at least 24h, or 0 to keep everything%s", c.Retention, bareNumber(c.Retention, "720h")))
+		errs = append(errs, fmt.Errorf("store.retention: %v is shorter than the daily partitions; use at least 24h, or 0 to keep everything%s", c.Retention, configcheck.BareNumber(c.Retention, "720h")))
 	}
 	switch {
 	case c.Bucket < minBucket:
-		errs = append(errs, tooShort("store.bucket", c.Bucket, minBucket, "1m"))
+		errs = append(errs, configcheck.TooShort("store.bucket", c.Bucket, minBucket, "1m"))
 	case c.Bucket > time.Hour || (24*time.Hour)%c.Bucket != 0:
 		errs = append(errs, fmt.Errorf("store.bucket: %v must divide a day and be at most 1h, such as 1m or 5m", c.Bucket))
 	}
@@ -100,32 +104,15 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("store.audit_per_service_per_minute: %d must not be negative; use 0 for no limit", c.AuditPerServicePerMinute))
 	}
 	if c.ModelRefresh < minModelRefresh {
-		errs = append(errs, tooShort("store.model_refresh", c.ModelRefresh, minModelRefresh, "10s"))
+		errs = append(errs, configcheck.TooShort("store.model_refresh", c.ModelRefresh, minModelRefresh, "10s"))
 	}
 	if c.WriteTimeout < minWriteTimeout {
-		errs = append(errs, tooShort("store.write_timeout", c.WriteTimeout, minWriteTimeout, "1m"))
+		errs = append(errs, configcheck.TooShort("store.write_timeout", c.WriteTimeout, minWriteTimeout, "1m"))
 	}
 	if c.ShutdownTimeout < minShutdownTimeout {
-		errs = append(errs, tooShort("store.shutdown_timeout", c.ShutdownTimeout, minShutdownTimeout, "5s"))
+		errs = append(errs, configcheck.TooShort("store.shutdown_timeout", c.ShutdownTimeout, minShutdownTimeout, "5s"))
 	}
 	return errors.Join(errs...)
-}
-
-// tooShort reports a duration key below its minimum, naming an example.
-func tooShort(key string, d, least time.Duration, example string) error {
-	if d <= 0 {
-		return fmt.Errorf("%s: %v must be positive, such as %s", key, d, example)
-	}
-	return fmt.Errorf("%s: %v must be at least %v%s", key, d, least, cmp.Or(bareNumber(d, example), ", such as "+example))
-}
-
-// bareNumber explains a duration under a millisecond, which nobody means
-// for these keys but which a number written without a unit becomes.
-func bareNumber(d time.Duration, example string) string {
-	if d > 0 && d < time.Millisecond {
-		return "; a bare number is read as nanoseconds; write a unit, such as " + example
-	}
-	return ""
 }
 
 // redactDSN describes a connection string by its host, port, database and

@@ -214,3 +214,12 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// wantInt fails the test unless the integer sql returns is want; what
+// says what the number is, as a format with one %d for it.
+func wantInt(t testing.TB, s *Store, want int64, what, sql string, args ...any) {
+	t.Helper()
+	if n := queryInt(t, s, sql, args...); n != want {
+		t.Fatalf(what+"; want %d", n, want)
+	}
+}

@@ -40,15 +40,9 @@ func TestLongNamesAreCutAndWritten(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := queryInt(t, s, "SELECT count(DISTINCT operation) FROM operation_stats WHERE service = 'db-client'"); n != 2 {
-		t.Fatalf("%d distinct operations stored, want 2", n)
-	}
-	if n := queryInt(t, s, "SELECT max(octet_length(operation)) FROM edge_stats"); n != MaxNameBytes {
-		t.Fatalf("stored names of up to %d bytes, want %d", n, MaxNameBytes)
-	}
-	if n := queryInt(t, s, "SELECT count(*) FROM edge_stats WHERE peer_operation LIKE 'SELECT %…__________'"); n != 2 {
-		t.Fatalf("%d edges whose name shows the cut, want 2", n)
-	}
+	wantInt(t, s, 2, "%d distinct operations stored", "SELECT count(DISTINCT operation) FROM operation_stats WHERE service = 'db-client'")
+	wantInt(t, s, MaxNameBytes, "stored names of up to %d bytes", "SELECT max(octet_length(operation)) FROM edge_stats")
+	wantInt(t, s, 2, "%d edges whose name shows the cut", "SELECT count(*) FROM edge_stats WHERE peer_operation LIKE 'SELECT %…__________'")
 }
 
 func TestCutName(t *testing.T) {

@@ -127,7 +127,7 @@ ORDER BY service, peer_service, address`, since, caller)
 }
 
 // RootDepth is how many requests a service served at one depth below a
-// root (user-facing) operation, per root request: the article's Ƞ, 2Ƞ, 4Ƞ …
+// root (user-facing) operation, per root request: Ƞ, 2Ƞ, 4Ƞ … (docs/design.md §1)
 type RootDepth struct {
 	RootService, RootOperation string
 	Depth                      int

@@ -61,12 +61,8 @@ func TestWriterNeverJams(t *testing.T) {
 			if tt.wantRejected > 0 && !strings.Contains(st.LastError.Error(), "SQLSTATE 54000") {
 				t.Errorf("last error %v, want the index limit (54000)", st.LastError)
 			}
-			if n := queryInt(t, s, "SELECT served FROM operation_stats WHERE service = 'frontend'"); n != 1 {
-				t.Errorf("the good flush behind: served %d, want 1", n)
-			}
-			if n := queryInt(t, s, "SELECT max(octet_length(operation)) FROM operation_stats WHERE service = 'db-client'"); n != int64(tt.wantStoredOperationLen) {
-				t.Errorf("stored operation name of %d bytes, want %d", n, tt.wantStoredOperationLen)
-			}
+			wantInt(t, s, 1, "the good flush behind: served %d", "SELECT served FROM operation_stats WHERE service = 'frontend'")
+			wantInt(t, s, int64(tt.wantStoredOperationLen), "stored operation name of %d bytes", "SELECT max(octet_length(operation)) FROM operation_stats WHERE service = 'db-client'")
 		})
 	}
 }

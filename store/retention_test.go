@@ -43,9 +43,7 @@ func TestRetentionDropsOldPartitions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := queryInt(t, s, "SELECT sum(served) FROM operation_stats WHERE service = 'frontend'"); n != 4000 {
-		t.Fatalf("served %d before retention, want 4000", n)
-	}
+	wantInt(t, s, 4000, "served %d before retention", "SELECT sum(served) FROM operation_stats WHERE service = 'frontend'")
 	// Every partitioned table has today's and tomorrow's partitions.
 	for _, table := range []string{"operation_stats", "claim_accuracy", "edge_stats", "depth_stats", "root_stats", "coincidental_audit", "address_stats"} {
 		for _, d := range []time.Time{now, now.Add(24 * time.Hour)} {
@@ -76,12 +74,8 @@ func TestRetentionDropsOldPartitions(t *testing.T) {
 			t.Errorf("operation_stats_p%s not reported dropped", day(at))
 		}
 	}
-	if n := queryInt(t, s, "SELECT sum(served) FROM operation_stats WHERE service = 'frontend'"); n != 2000 {
-		t.Fatalf("served %d after retention, want 2000 (the recent flushes)", n)
-	}
-	if n := queryInt(t, s, "SELECT count(*) FROM coincidental_audit"); n != 6 {
-		t.Fatalf("%d audit entries after retention, want 6", n)
-	}
+	wantInt(t, s, 2000, "served %d after retention (the recent flushes)", "SELECT sum(served) FROM operation_stats WHERE service = 'frontend'")
+	wantInt(t, s, 6, "%d audit entries after retention", "SELECT count(*) FROM coincidental_audit")
 	if got, err := s.DropPartitionsBefore(ctx, cutoff); err != nil || len(got) != 0 {
 		t.Fatalf("dropping again: %v, %v; want nothing", got, err)
 	}
@@ -113,7 +107,5 @@ func TestWriterAppliesRetention(t *testing.T) {
 	if slices.Contains(partitions(t, s), "operation_stats_p"+day(old)) {
 		t.Fatal("the writer left a partition older than the retention")
 	}
-	if n := queryInt(t, s, "SELECT sum(served) FROM operation_stats"); n != 1 {
-		t.Fatalf("served %d, want 1", n)
-	}
+	wantInt(t, s, 1, "served %d", "SELECT sum(served) FROM operation_stats")
 }

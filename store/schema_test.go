@@ -79,9 +79,7 @@ func TestSchemaDroppedUnderTheWriter(t *testing.T) {
 				t.Errorf("schema ready %v, want %v", ready, tt.withRecords)
 			}
 			if tt.withRecords {
-				if n := queryInt(t, s, "SELECT sum(served) FROM operation_stats"); n != 2 {
-					t.Errorf("served %d after the schema was recreated, want the 2 of the flushes written since", n)
-				}
+				wantInt(t, s, 2, "served %d after the schema was recreated (the flushes written since)", "SELECT sum(served) FROM operation_stats")
 			}
 			found := false
 			for _, e := range logs.All() {

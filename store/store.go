@@ -492,42 +492,40 @@ func (t *tableRows) arrays(bucket time.Time, names []string) []any {
 	return args
 }
 
-// copySource returns the rows as COPY wants them.
+// copySource returns the rows as COPY wants them: the columns arrays
+// encodes, row by row.
 func (t *tableRows) copySource(bucket time.Time, names []string) pgx.CopyFromSource {
-	return &rowSource{t: t, names: names, row: make([]any, 1+len(t.spec.keys)+len(t.spec.values)), i: -1, bucket: bucket}
+	cols := t.arrays(bucket, names)
+	return &rowSource{cols: cols, n: len(t.rows), row: make([]any, len(cols)), i: -1}
 }
 
-// rowSource feeds a table's rows to CopyFrom, one reused slice per row:
-// CopyFrom encodes each row before asking for the next.
+// rowSource feeds columns to CopyFrom, one reused slice per row: CopyFrom
+// encodes each row before asking for the next.
 type rowSource struct {
-	t      *tableRows
-	names  []string
-	row    []any
-	i      int
-	bucket time.Time
+	cols []any // the bucket, then one typed slice per column
+	n    int
+	row  []any
+	i    int
 }
 
 func (r *rowSource) Next() bool {
 	r.i++
-	return r.i < len(r.t.rows)
+	return r.i < r.n
 }
 
 func (r *rowSource) Values() ([]any, error) {
-	row := &r.t.rows[r.i]
-	r.row[0] = r.bucket
-	for i, c := range r.t.spec.keys {
-		if c.typ == "smallint" {
-			r.row[1+i] = int16(int32(row.key.slot(i)) - smallintBias)
-		} else {
-			r.row[1+i] = r.names[row.key.slot(i)]
-		}
-	}
-	base := 1 + len(r.t.spec.keys)
-	for i, c := range r.t.spec.values {
-		if c.typ == "integer" {
-			r.row[base+i] = int32(min(row.vals[i], math.MaxInt32))
-		} else {
-			r.row[base+i] = row.vals[i]
+	for j, col := range r.cols {
+		switch c := col.(type) {
+		case []string:
+			r.row[j] = c[r.i]
+		case []int16:
+			r.row[j] = c[r.i]
+		case []int32:
+			r.row[j] = c[r.i]
+		case []int64:
+			r.row[j] = c[r.i]
+		default: // the bucket, the same for every row
+			r.row[j] = c
 		}
 	}
 	return r.row, nil

@@ -23,22 +23,14 @@ func TestWriteTwiceCountsOnce(t *testing.T) {
 			t.Fatalf("write %d: duplicate %v, want %v", i, dup, wantDup)
 		}
 	}
-	if n := queryInt(t, s, "SELECT sum(served) FROM operation_stats WHERE service = 'frontend'"); n != 1000 {
-		t.Fatalf("served %d, want 1000 (written once)", n)
-	}
-	if n := queryInt(t, s, "SELECT count(*) FROM coincidental_audit"); n != 3 {
-		t.Fatalf("%d audit entries, want 3", n)
-	}
-	if n := queryInt(t, s, "SELECT rows FROM flushes WHERE instance = 'a' AND seq = 7"); n != 18 {
-		t.Fatalf("flushes.rows = %d, want 18", n)
-	}
+	wantInt(t, s, 1000, "served %d (written once)", "SELECT sum(served) FROM operation_stats WHERE service = 'frontend'")
+	wantInt(t, s, 3, "%d audit entries", "SELECT count(*) FROM coincidental_audit")
+	wantInt(t, s, 18, "flushes.rows = %d", "SELECT rows FROM flushes WHERE instance = 'a' AND seq = 7")
 	// The same sequence number of another instance is another flush.
 	if dup, err := s.Write(ctx, knownFlush("b", 7, t0)); err != nil || dup {
 		t.Fatalf("instance b: duplicate %v, %v", dup, err)
 	}
-	if n := queryInt(t, s, "SELECT sum(served) FROM operation_stats WHERE service = 'frontend'"); n != 2000 {
-		t.Fatalf("served %d, want 2000", n)
-	}
+	wantInt(t, s, 2000, "served %d", "SELECT sum(served) FROM operation_stats WHERE service = 'frontend'")
 }
 
 func TestBucketTruncation(t *testing.T) {
@@ -50,12 +42,8 @@ func TestBucketTruncation(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := queryInt(t, s, "SELECT count(DISTINCT bucket) FROM operation_stats"); n != 1 {
-		t.Fatalf("%d buckets, want 1", n)
-	}
-	if n := queryInt(t, s, "SELECT served FROM operation_stats WHERE service = 'frontend' AND bucket = $1", t0); n != 6000 {
-		t.Fatalf("served %d, want 6000", n)
-	}
+	wantInt(t, s, 1, "%d buckets", "SELECT count(DISTINCT bucket) FROM operation_stats")
+	wantInt(t, s, 6000, "served %d", "SELECT served FROM operation_stats WHERE service = 'frontend' AND bucket = $1", t0)
 }
 
 // The two ways rows go in (arrays, COPY through a staging table) and the
@@ -71,12 +59,8 @@ func TestCopyAndArraysAgree(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if n := queryInt(t, s, "SELECT served FROM operation_stats WHERE service = 'frontend'"); n != 3000 {
-			t.Fatalf("served %d, want 3000", n)
-		}
-		if n := queryInt(t, s, "SELECT storm_radius_max FROM root_stats"); n != 2 {
-			t.Fatalf("storm_radius_max %d, want 2 (merged by maximum)", n)
-		}
+		wantInt(t, s, 3000, "served %d", "SELECT served FROM operation_stats WHERE service = 'frontend'")
+		wantInt(t, s, 2, "storm_radius_max %d (merged by maximum)", "SELECT storm_radius_max FROM root_stats")
 	}
 	got, want := dump(t, viaCopy), dump(t, viaArrays)
 	for table := range want {
@@ -103,9 +87,7 @@ func TestUnrecordedRowsAreMergedOnRetry(t *testing.T) {
 	if dup, err := s.Write(ctx, knownFlush("a", 1, t0)); err != nil || dup {
 		t.Fatalf("retry: duplicate %v, %v", dup, err)
 	}
-	if n := queryInt(t, s, "SELECT served FROM operation_stats WHERE service = 'frontend'"); n != 1005 {
-		t.Fatalf("served %d, want 1005", n)
-	}
+	wantInt(t, s, 1005, "served %d", "SELECT served FROM operation_stats WHERE service = 'frontend'")
 }
 
 // Names that PostgreSQL text cannot hold (invalid UTF-8, NUL) must not
@@ -121,12 +103,8 @@ func TestUnstorableNamesAndCollidingKeys(t *testing.T) {
 	if _, err := s.Write(ctx, b.flush("a", 1, t0)); err != nil {
 		t.Fatal(err)
 	}
-	if n := queryInt(t, s, "SELECT served FROM operation_stats WHERE service = 'bad\uFFFDname' AND operation = 'op'"); n != 3 {
-		t.Fatalf("served %d under the cleaned name, want 3", n)
-	}
-	if n := queryInt(t, s, "SELECT calls FROM edge_stats WHERE peer_service = 'unknown'"); n != 3 {
-		t.Fatalf("calls %d, want 3", n)
-	}
+	wantInt(t, s, 3, "served %d under the cleaned name", "SELECT served FROM operation_stats WHERE service = 'bad\uFFFDname' AND operation = 'op'")
+	wantInt(t, s, 3, "calls %d", "SELECT calls FROM edge_stats WHERE peer_service = 'unknown'")
 }
 
 // Two collector instances writing overlapping buckets at the same time give

@@ -53,8 +53,10 @@ type WriterStats struct {
 	// NamesCut counts the names longer than MaxNameBytes that were cut
 	// before they were written, once per flush that wrote them.
 	NamesCut uint64
-	// AuditDropped counts coincidental-error audit entries left out by
-	// audit_per_service_per_minute or dated outside the retention window.
+	// AuditDropped counts coincidental-error audit entries left out
+	// because they were dated outside the retention window around their
+	// bucket (the processor bounds how many it keeps,
+	// Config.AuditPerServicePerMinute).
 	AuditDropped uint64
 	// PendingFlushes and PendingRows are queued or being written.
 	PendingFlushes, PendingRows int
@@ -126,8 +128,6 @@ type Writer struct {
 	stopped    bool
 	instance   string
 	seq        uint64
-	audit      map[auditKey]int
-	auditMin   int64 // oldest minute kept in audit
 
 	wake   chan struct{}
 	done   chan struct{}
@@ -135,11 +135,6 @@ type Writer struct {
 
 	// Owned by the writing goroutine.
 	failures, rejections, repairs logLimit
-}
-
-type auditKey struct {
-	service string
-	minute  int64
 }
 
 // A WriterOption configures a Writer.
@@ -162,7 +157,6 @@ func NewWriter(s *Store, opts ...WriterOption) *Writer {
 		logEvery:   logEvery,
 		now:        time.Now,
 		instance:   NewInstanceID(),
-		audit:      make(map[auditKey]int),
 		wake:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
 	}
@@ -204,8 +198,10 @@ func (w *Writer) Start(ctx context.Context) error {
 // Enqueue queues a flush for writing. It never blocks and never fails: if
 // the queue would exceed Config.MaxPendingRows, the oldest waiting flushes
 // are dropped and counted (a flush larger than the bound by itself is
-// dropped too). Enqueue takes ownership of f.Stats. A flush with an empty
-// Instance gets the writer's own identity and next sequence number.
+// dropped too). The flush is turned into rows before Enqueue returns: the
+// caller may reuse f.Stats and its symbols at once. A flush with an empty
+// Instance gets the writer's identity and next sequence number, as the
+// processor's do.
 func (w *Writer) Enqueue(f Flush) {
 	if f.Stats == nil {
 		return
@@ -215,7 +211,6 @@ func (w *Writer) Enqueue(f Flush) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.limitAudit(&f)
 	if countRows(f.Stats) == 0 {
 		return
 	}
@@ -250,43 +245,6 @@ func (w *Writer) Enqueue(f Flush) {
 	select {
 	case w.wake <- struct{}{}:
 	default:
-	}
-}
-
-// limitAudit drops the audit entries of f beyond the per-service, per-minute
-// limit, counting the minute by the entries' own time. Call with mu held.
-func (w *Writer) limitAudit(f *Flush) {
-	limit := w.cfg.AuditPerServicePerMinute
-	s := f.Stats
-	if limit <= 0 || len(s.Audit) == 0 {
-		return
-	}
-	kept := s.Audit[:0]
-	newest := w.auditMin
-	for _, e := range s.Audit {
-		name := ""
-		if f.Names != nil {
-			name = f.Names.Name(e.Service)
-		}
-		k := auditKey{name, e.Time.AsTime().Unix() / 60}
-		newest = max(newest, k.minute)
-		if w.audit[k] >= limit {
-			w.stats.AuditDropped++
-			continue
-		}
-		w.audit[k]++
-		kept = append(kept, e)
-	}
-	s.Audit = kept
-	// Forget minutes well behind the newest: entries arrive a few minutes
-	// late at most, and the map must not grow without bound.
-	if newest-10 > w.auditMin {
-		w.auditMin = newest - 10
-		for k := range w.audit {
-			if k.minute < w.auditMin {
-				delete(w.audit, k)
-			}
-		}
 	}
 }
 

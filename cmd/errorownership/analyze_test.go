@@ -131,13 +131,13 @@ func TestAnalyzeScenarios(t *testing.T) {
 	}
 }
 
-// TestAnalyzeServedPerRoot checks the article's tables: requests served per
+// TestAnalyzeServedPerRoot checks the tables of docs/design.md §1: requests served per
 // node per root request, by depth, for the A–G chain under each policy.
 func TestAnalyzeServedPerRoot(t *testing.T) {
 	tests := []struct {
 		file    string
 		perRoot []float64 // a..g, exact
-		maxDG   float64   // with the article's bound for d..g, when not exact
+		maxDG   float64   // with the bound of docs/design.md §1 for d..g, when not exact
 	}{
 		{file: "chain_retry_every_hop", perRoot: []float64{1, 2, 4, 8, 8, 8, 8}},
 		{file: "chain_retry_budget", perRoot: []float64{1, 1.1, 1.21, 1.33, 1.33, 1.33, 1.33}, maxDG: 1.331},
@@ -159,7 +159,7 @@ func TestAnalyzeServedPerRoot(t *testing.T) {
 				assert.Equal(t, i, depth[svc], "depth of %s", svc)
 				assert.InDelta(t, tt.perRoot[i], perRoot[svc], 0.005, "%s served per root", svc)
 				if tt.maxDG > 0 && i >= 3 {
-					assert.LessOrEqual(t, perRoot[svc], tt.maxDG, "%s within the article's bound", svc)
+					assert.LessOrEqual(t, perRoot[svc], tt.maxDG, "%s within the bound of docs/design.md §1", svc)
 				}
 			}
 		})

@@ -13,9 +13,10 @@ func newDemoCommand() *cobra.Command {
 		Short: "Run the retry-storm simulator: a service chain under three retry policies, and coincidental errors",
 		Long: `demo starts real HTTP services on loopback, instrumented with OpenTelemetry and exporting
 OTLP/HTTP to an in-process errorownership processor that writes to PostgreSQL. It runs the
-article's chain A→B→C→D→E→F→G with D failing under retry-every-hop, a 10% retry budget and
-error ownership, then a checkout service with a fail-open and a fail-close dependency, and
-prints the measured figures beside the article's theory.
+chain A→B→C→D→E→F→G of Uber's "How Uber Protects Against Retry Storms" with D failing, under
+retry-every-hop, a 10% retry budget and error ownership, then a checkout service with a
+fail-open and a fail-close dependency, and prints the measured figures beside the theory
+(docs/design.md §1).
 
 Without --dsn it starts a throwaway PostgreSQL cluster (the server binaries must be installed:
 apt-get install postgresql) and removes it at the end unless --keep.`,

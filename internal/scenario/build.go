@@ -297,7 +297,7 @@ func OK() Response { return Response{} }
 func Fail() Response { return Response{kind: respFail} }
 
 // Status responds with an HTTP status or a gRPC status code, according to
-// the service's protocol. Whether it is an error follows DESIGN §3: HTTP
+// the service's protocol. Whether it is an error follows docs/design.md §4.1: HTTP
 // 5xx and the gRPC server-fault codes are; 4xx and the other codes are not.
 func Status(code int) Response { return Response{kind: respCode, code: code} }
 
@@ -561,7 +561,7 @@ func (r *Request) decide(attempt int, claim ownership.Claim, b *budget) ownershi
 	return ownership.DecisionRetried
 }
 
-// claim is the hooks' claim decision (DESIGN §3) for a failed request.
+// claim is the hooks' claim decision (docs/design.md §4.2) for a failed request.
 func (r *Request) claim() (ownership.Claim, ownership.Reason) {
 	var blocking []callRecord
 	anyFailed := false
@@ -770,7 +770,7 @@ func (w *World) clientAttrs(a []attr, caller, callee *Service, op string, attemp
 
 // clientError is the span status of a client span, after the semantic
 // conventions for the client side: every timeout, HTTP status >= 400 and
-// gRPC code other than OK is an error there, whether or not DESIGN §3
+// gRPC code other than OK is an error there, whether or not docs/design.md §4.1
 // counts it as one.
 func clientError(callee *Service, res Result) bool {
 	switch {

@@ -22,7 +22,7 @@ type Scenario struct {
 }
 
 // Expected holds the figures the analysis must find in a scenario, worked
-// out by hand from the rules of DESIGN §3, with the edge model learned over
+// out by hand from the rules of docs/design.md §4 and §5, with the edge model learned over
 // all the scenario's traces before any verdict is given and no time decay.
 type Expected struct {
 	// Roots counts root requests: SERVER spans with no parent, or whose

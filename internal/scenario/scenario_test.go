@@ -327,7 +327,7 @@ func nonEmpty(m map[string]int) map[string]int {
 }
 
 // TestMessyInstrumentation checks that the scenarios, together, hold the
-// messy cases DESIGN §5 names.
+// messy cases docs/design.md §4.1 names.
 func TestMessyInstrumentation(t *testing.T) {
 	var split, foreignResource bool
 	for _, s := range All() {

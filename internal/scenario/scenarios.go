@@ -36,7 +36,7 @@ func All() []Scenario {
 	}
 }
 
-// chain declares the article's call chain a → b → c → d → e → f → g:
+// chain declares the call chain of docs/design.md §1, a → b → c → d → e → f → g:
 // service x answers "GET /x" by calling the next one. d fails on its own
 // on every request, after its call to e succeeded; the others fail when
 // their call failed.
@@ -78,7 +78,7 @@ func fail(*Request) Response { return Fail() }
 // succeed always succeeds.
 func succeed(*Request) Response { return OK() }
 
-// ChainRetryEveryHop is the article's Figure 2: every hop retries once.
+// ChainRetryEveryHop is docs/design.md §1's first table: every hop retries once.
 func ChainRetryEveryHop() Scenario {
 	w := NewWorld("chain_retry_every_hop")
 	w.RouteAttr = AttrHTTPRoute
@@ -87,7 +87,7 @@ func ChainRetryEveryHop() Scenario {
 	return w.Scenario(`The chain a→b→c→d→e→f→g; d fails on its own on every request. `+
 		`No service has hooks and every hop retries a failed call once, marking retries with `+
 		`http.request.resend_count: each hop above d doubles the load, so per root request `+
-		`a serves 1, b 2, c 4 and d, e, f, g 8 requests (the article's Ƞ, 2Ƞ, 4Ƞ, 8Ƞ).`,
+		`a serves 1, b 2, c 4 and d, e, f, g 8 requests (Ƞ, 2Ƞ, 4Ƞ, 8Ƞ for Ƞ root requests).`,
 		Expected{
 			Roots: 10,
 			Services: map[string]ServiceExpectation{
@@ -109,7 +109,7 @@ func ChainRetryEveryHop() Scenario {
 		})
 }
 
-// ChainRetryBudget is the article's retry-budget table: every hop retries
+// ChainRetryBudget is docs/design.md §1's retry-budget table: every hop retries
 // within a 10 % budget.
 func ChainRetryBudget() Scenario {
 	w := NewWorld("chain_retry_budget")
@@ -121,7 +121,7 @@ func ChainRetryBudget() Scenario {
 		`No service has hooks; every caller retries a failed call once within a 10 % retry budget `+
 		`(a retry is allowed while retries+1 <= 10 % of the calls made so far), and nothing marks `+
 		`the retries: the analysis must infer them from repeated attempts after a failure. `+
-		`Each hop adds 10 %: a 100, b 110, c 121, d, e, f and g 133 (the article's 1.1Ƞ, 1.21Ƞ, 1.33Ƞ).`,
+		`Each hop adds 10 %: a 100, b 110, c 121, d, e, f and g 133 (1.1Ƞ, 1.21Ƞ, 1.33Ƞ).`,
 		Expected{
 			Roots: 100,
 			Services: map[string]ServiceExpectation{
@@ -144,7 +144,7 @@ func ChainRetryBudget() Scenario {
 		})
 }
 
-// ChainOwnership is the article's error-ownership table: only the edge
+// ChainOwnership is docs/design.md §1's error-ownership case: only the edge
 // next to the origin retries.
 func ChainOwnership() Scenario {
 	w := NewWorld("chain_ownership")
