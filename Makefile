@@ -8,7 +8,7 @@ PKGS     ?= ./...
 BENCHTIME ?= 1s
 DB_DIR   ?= .db
 
-.PHONY: all build test lint bench fuzz demo scenarios otelcol run clean db db-stop
+.PHONY: all build test lint bench fuzz soak demo scenarios otelcol run clean db db-stop
 
 all: lint build test
 
@@ -49,6 +49,10 @@ db:
 ## db-stop: stop the local PostgreSQL (its data stays in $(DB_DIR))
 db-stop:
 	$(GO) run ./store/pgtest/cmd/pgcluster stop $(DB_DIR)
+
+## soak: the long forms of the reliability tests (tests named *Soak*; minutes each), with their figures
+soak:
+	ERROROWNERSHIP_SOAK=1 $(GO) test -count=1 -timeout 90m -run 'Soak' -v $(PKGS)
 
 ## fuzz: a short run of the analysis fuzzer
 fuzz:
