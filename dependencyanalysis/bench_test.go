@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"testing"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
 	da "github.com/errorownership/errorownership/dependencyanalysis"
 	"github.com/errorownership/errorownership/internal/scenario"
 )
@@ -21,11 +23,11 @@ func BenchmarkExtractAndAnalyze(b *testing.B) {
 	an := da.NewAnalyzer()
 	model := da.NewEdgeModel(cfg.EdgeModel)
 	stats := da.NewStats()
-	var spans []da.Span
+	var spans []da.Record
 	analyze := func() {
 		spans = ex.Append(spans[:0], td)
-		da.ForEachTrace(spans, func(trace []da.Span) {
-			tr := an.Link(trace)
+		da.ForEachTrace(spans, func(id pcommon.TraceID, trace []da.Span) {
+			tr := an.Link(id, trace)
 			model.Observe(tr)
 			stats.Add(tr, an.Judge(tr, model))
 		})
@@ -51,7 +53,7 @@ func BenchmarkExtractAndAnalyze(b *testing.B) {
 func retainedPerSpan(cfg da.Config, syms *da.Symbols) float64 {
 	ex := da.NewExtractor(cfg, syms)
 	batch := scenario.Mix(100, 2)
-	var spans []da.Span
+	var spans []da.Record
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)

@@ -203,7 +203,7 @@ func (e *Extractor) lookup(k string) attrSpec {
 
 // Append extracts a record for every span of td and appends them to dst.
 // Spans with a zero trace or span ID are counted in Malformed and skipped.
-func (e *Extractor) Append(dst []Span, td ptrace.Traces) []Span {
+func (e *Extractor) Append(dst []Record, td ptrace.Traces) []Record {
 	if e.syms.fresh() {
 		e.unknownSvc = e.syms.intern(UnknownService)
 	}
@@ -224,8 +224,8 @@ func (e *Extractor) Append(dst []Span, td ptrace.Traces) []Span {
 					e.Malformed++
 					continue
 				}
-				dst = append(dst, Span{TraceID: tid, SpanID: sid})
-				e.fill(&dst[len(dst)-1], sp, svc)
+				dst = append(dst, Record{TraceID: tid, Span: Span{SpanID: sid}})
+				e.fill(&dst[len(dst)-1].Span, sp, svc)
 			}
 		}
 	}
@@ -255,10 +255,7 @@ type spanAttrs struct {
 func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) {
 	r.ParentID = sp.ParentSpanID()
 	r.Start = sp.StartTimestamp()
-	r.End = sp.EndTimestamp()
-	if r.End < r.Start {
-		r.End = r.Start
-	}
+	r.SetEnd(sp.EndTimestamp())
 	r.Service = svc
 	r.Attempt = AttemptUnknown
 	r.Kind = kindOf(sp.Kind())
@@ -287,11 +284,11 @@ func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) {
 		case fieldErrorType:
 			a.errorType = v.Str()
 		case fieldClaim:
-			r.Claim = ownership.ParseClaim(v.Str())
+			r.SetClaim(ownership.ParseClaim(v.Str()))
 		case fieldClaimReceived:
-			r.ClaimReceived = ownership.ParseClaim(v.Str())
+			r.SetClaimReceived(ownership.ParseClaim(v.Str()))
 		case fieldDecision:
-			r.Decision = ownership.ParseRetryDecision(v.Str())
+			r.SetDecision(ownership.ParseRetryDecision(v.Str()))
 		case fieldURLTemplate:
 			if spec.rank == 0 || a.template == "" {
 				a.template = v.Str()
@@ -319,7 +316,7 @@ func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) {
 		}
 	}
 	if a.attempt >= 0 {
-		r.Attempt = int16(min(a.attempt, 1<<14))
+		r.Attempt = int8(min(a.attempt, MaxAttempt))
 	}
 	r.Flags = e.classify(sp.Status().Code(), &a)
 	if r.Kind.Outbound() {

@@ -75,7 +75,7 @@ func TestExtractNamesAndOwnership(t *testing.T) {
 		peerOp   string
 		address  string
 		target   string // method and path hashed into Span.Target
-		attempt  int16
+		attempt  int8
 		claim    ownership.Claim
 		claimRx  ownership.Claim
 		decision ownership.RetryDecision
@@ -144,9 +144,9 @@ func TestExtractNamesAndOwnership(t *testing.T) {
 				assert.Zero(t, r.Target, "target")
 			}
 			assert.Equal(t, tt.attempt, r.Attempt, "attempt")
-			assert.Equal(t, tt.claim, r.Claim, "claim")
-			assert.Equal(t, tt.claimRx, r.ClaimReceived, "claim received")
-			assert.Equal(t, tt.decision, r.Decision, "decision")
+			assert.Equal(t, tt.claim, r.Claim(), "claim")
+			assert.Equal(t, tt.claimRx, r.ClaimReceived(), "claim received")
+			assert.Equal(t, tt.decision, r.Decision(), "decision")
 			assert.Equal(t, "svc", syms.Name(r.Service))
 			if tt.kind == ptrace.SpanKindServer {
 				assert.Equal(t, "op", syms.Name(r.Operation))
@@ -171,7 +171,7 @@ func TestExtractSkipsMalformed(t *testing.T) {
 	require.Len(t, recs, 1)
 	assert.EqualValues(t, 1, ex.Malformed)
 	assert.Equal(t, UnknownService, syms.Name(recs[0].Service))
-	assert.Equal(t, recs[0].Start, recs[0].End)
+	assert.Equal(t, recs[0].Start, recs[0].End())
 }
 
 func TestSymbolsOverflow(t *testing.T) {

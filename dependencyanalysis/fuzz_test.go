@@ -1,6 +1,7 @@
 package dependencyanalysis
 
 import (
+	"time"
 	"encoding/binary"
 	"testing"
 
@@ -27,7 +28,6 @@ func spansFromBytes(data []byte) []Span {
 		data = data[fuzzSpanBytes:]
 		start := pcommon.Timestamp(binary.LittleEndian.Uint16(b[6:8]))
 		s := Span{
-			TraceID:       traceID(1),
 			SpanID:        pcommon.SpanID{6: b[1], 7: b[0]},
 			ParentID:      pcommon.SpanID{6: b[3], 7: b[2]},
 			Kind:          Kind(b[4] % 5),
@@ -36,13 +36,13 @@ func spansFromBytes(data []byte) []Span {
 			PeerService:   services[(b[5]>>4)%4],
 			PeerOperation: services[(b[5]>>6)%4],
 			Start:         start,
-			End:           start + pcommon.Timestamp(b[8]),
 			Flags:         b[9] & (FlagFailed | FlagTimeout | FlagCompleted),
-			Attempt:       int16(b[9]>>3&3) - 1,
-			Claim:         ownership.Claim(b[9] >> 5 % 3),
-			ClaimReceived: ownership.Claim(b[9] >> 6 % 3),
-			Decision:      ownership.RetryDecision(b[4] / 5 % 6),
+			Attempt:       int8(b[9]>>3&3) - 1,
 		}
+		s.SetEnd(start + pcommon.Timestamp(b[8])*pcommon.Timestamp(time.Microsecond))
+		s.SetClaim(ownership.Claim(b[9] >> 5 % 3))
+		s.SetClaimReceived(ownership.Claim(b[9] >> 6 % 3))
+		s.SetDecision(ownership.RetryDecision(b[4] / 5 % 6))
 		out = append(out, s)
 	}
 	return out
@@ -82,7 +82,7 @@ func FuzzAnalyze(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		spans := spansFromBytes(data)
 		model := NewEdgeModel(DefaultConfig().EdgeModel)
-		tr := an.Link(spans)
+		tr := an.Link(traceID(1), spans)
 		model.Observe(tr)
 		vs := an.Judge(tr, model)
 		stats := NewStats()
@@ -162,7 +162,7 @@ func TestDeepChain(t *testing.T) {
 	const n = 20_000
 	spans := spansFromBytes(deepChainBytes(n))
 	require.Equal(t, n, len(spans))
-	tr := NewAnalyzer().Link(spans)
+	tr := NewAnalyzer().Link(traceID(1), spans)
 	assert.Equal(t, LinkStats{Spans: n}, tr.Link)
 	require.Equal(t, n/2, len(tr.Requests), "requests")
 	require.Equal(t, n/2, len(tr.Calls), "calls, the last one's callee not in the trace")

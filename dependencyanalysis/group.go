@@ -8,19 +8,22 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
 
-// ForEachTrace sorts spans by trace ID, keeping the order of spans within a
-// trace, and calls fn with each trace's spans in turn.
-func ForEachTrace(spans []Span, fn func(trace []Span)) {
-	byTrace := func(a, b Span) int { return compareTraceIDs(a.TraceID, b.TraceID) }
-	if !slices.IsSortedFunc(spans, byTrace) {
-		slices.SortStableFunc(spans, byTrace)
+// ForEachTrace sorts records by trace ID, keeping the order of the spans
+// within a trace, and calls fn with each trace's ID and spans in turn. The
+// spans passed to fn are valid until fn returns.
+func ForEachTrace(records []Record, fn func(id pcommon.TraceID, spans []Span)) {
+	byTrace := func(a, b Record) int { return compareTraceIDs(a.TraceID, b.TraceID) }
+	if !slices.IsSortedFunc(records, byTrace) {
+		slices.SortStableFunc(records, byTrace)
 	}
-	for lo := 0; lo < len(spans); {
-		hi := lo + 1
-		for hi < len(spans) && spans[hi].TraceID == spans[lo].TraceID {
-			hi++
+	var spans []Span
+	for lo := 0; lo < len(records); {
+		spans = spans[:0]
+		hi := lo
+		for ; hi < len(records) && records[hi].TraceID == records[lo].TraceID; hi++ {
+			spans = append(spans, records[hi].Span)
 		}
-		fn(spans[lo:hi:hi])
+		fn(records[lo].TraceID, spans)
 		lo = hi
 	}
 }

@@ -111,6 +111,7 @@ func (s *LinkStats) Add(o LinkStats) {
 // Trace is one trace's spans linked into requests and logical calls. It is
 // owned by the Analyzer that made it and valid until its next Link.
 type Trace struct {
+	ID       pcommon.TraceID
 	Spans    []Span
 	Requests []Request
 	Calls    []Call
@@ -177,11 +178,12 @@ func NewAnalyzer() *Analyzer {
 // are linked by their IDs and kinds, not by resource: an outbound span
 // belongs to its nearest inbound ancestor whatever its service.name, and a
 // service's spans may come from several resources. Link never fails; what
-// it cannot link it counts in Trace.Link.
-func (a *Analyzer) Link(spans []Span) *Trace {
+// it cannot link it counts in Trace.Link. id is the trace's ID.
+func (a *Analyzer) Link(id pcommon.TraceID, spans []Span) *Trace {
 	n := len(spans)
 	t := &a.tr
 	*t = Trace{
+		ID:       id,
 		Spans:    spans,
 		Requests: t.Requests[:0],
 		Calls:    t.Calls[:0],
@@ -518,7 +520,7 @@ func (a *Analyzer) groupCalls() {
 			if call >= 0 {
 				cl := &t.Calls[call]
 				retry := s.Attempt >= 1 ||
-					(s.Attempt == AttemptUnknown && cl.Failed && spans[cl.last].End <= s.Start)
+					(s.Attempt == AttemptUnknown && cl.Failed && spans[cl.last].End() <= s.Start)
 				if !retry {
 					call = -1
 				}
@@ -534,11 +536,11 @@ func (a *Analyzer) groupCalls() {
 			cl.last = ref.span
 			cl.attempts++
 			cl.Failed = s.Failed()
-			cl.Claim = s.ClaimReceived
-			if s.Decision != ownership.DecisionNone {
-				cl.Decision = s.Decision
+			cl.Claim = s.ClaimReceived()
+			if d := s.Decision(); d != ownership.DecisionNone {
+				cl.Decision = d
 			}
-			if s.Start < reqSpan.End && s.End+inFlightSlack >= reqSpan.End && !s.Completed() {
+			if s.Start < reqSpan.End() && s.End()+inFlightSlack >= reqSpan.End() && !s.Completed() {
 				cl.InFlight = true
 			}
 			if callee := t.Callee[ref.span]; callee >= 0 && (s.Attempt >= 1 || cl.attempts > 1) {

@@ -20,7 +20,7 @@ func TestLinkCountsWhatCannotBeLinked(t *testing.T) {
 		},
 		{
 			name: "a clean chain",
-			spans: records(1,
+			spans: records(
 				sp{id: 1, kind: KindServer, svc: "a", op: "GET /a"},
 				sp{id: 2, parent: 1, kind: KindClient, svc: "a", op: "GET", peer: "b"},
 				sp{id: 3, parent: 2, kind: KindServer, svc: "b", op: "GET /b"},
@@ -30,7 +30,7 @@ func TestLinkCountsWhatCannotBeLinked(t *testing.T) {
 		},
 		{
 			name: "absent parent",
-			spans: records(1,
+			spans: records(
 				sp{id: 3, parent: 9, kind: KindServer, svc: "b", op: "GET /b"},
 			),
 			want: LinkStats{Spans: 1, Orphans: 1},
@@ -38,7 +38,7 @@ func TestLinkCountsWhatCannotBeLinked(t *testing.T) {
 		},
 		{
 			name: "self parent",
-			spans: records(1,
+			spans: records(
 				sp{id: 3, parent: 3, kind: KindServer, svc: "b", op: "GET /b"},
 			),
 			want: LinkStats{Spans: 1, SelfParents: 1},
@@ -46,7 +46,7 @@ func TestLinkCountsWhatCannotBeLinked(t *testing.T) {
 		},
 		{
 			name: "duplicate span IDs keep the first",
-			spans: records(1,
+			spans: records(
 				sp{id: 1, kind: KindServer, svc: "a", op: "GET /a"},
 				sp{id: 1, kind: KindServer, svc: "a", op: "GET /a"},
 			),
@@ -55,7 +55,7 @@ func TestLinkCountsWhatCannotBeLinked(t *testing.T) {
 		},
 		{
 			name: "a loop of internal spans is cut once",
-			spans: records(1,
+			spans: records(
 				sp{id: 1, parent: 3, kind: KindInternal, svc: "a", op: "x"},
 				sp{id: 2, parent: 1, kind: KindInternal, svc: "a", op: "y"},
 				sp{id: 3, parent: 2, kind: KindInternal, svc: "a", op: "z"},
@@ -64,7 +64,7 @@ func TestLinkCountsWhatCannotBeLinked(t *testing.T) {
 		},
 		{
 			name: "a loop through a server span is counted too",
-			spans: records(1,
+			spans: records(
 				sp{id: 1, parent: 2, kind: KindServer, svc: "a", op: "GET /a"},
 				sp{id: 2, parent: 1, kind: KindClient, svc: "a", op: "GET", peer: "a"},
 			),
@@ -73,14 +73,14 @@ func TestLinkCountsWhatCannotBeLinked(t *testing.T) {
 		},
 		{
 			name: "a lone orphan client span is an orphan, not broken context too",
-			spans: records(1,
+			spans: records(
 				sp{id: 1, parent: 9, kind: KindClient, svc: "c", op: "GET", peer: "d"},
 			),
 			want: LinkStats{Spans: 1, Orphans: 1},
 		},
 		{
 			name: "outbound span without a request: broken context or an edge client",
-			spans: records(1,
+			spans: records(
 				sp{id: 1, kind: KindClient, svc: "c", op: "GET", peer: "d"},
 				sp{id: 2, parent: 1, kind: KindServer, svc: "d", op: "GET /d"},
 			),
@@ -90,7 +90,7 @@ func TestLinkCountsWhatCannotBeLinked(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := NewAnalyzer().Link(tt.spans)
+			tr := NewAnalyzer().Link(testTrace, tt.spans)
 			assert.Equal(t, tt.want, tr.Link)
 			assert.Len(t, tr.Requests, tt.reqs)
 		})
@@ -101,7 +101,7 @@ func TestLinkFollowsIDsNotResources(t *testing.T) {
 	// Service a's inbound span, an INTERNAL span, a database client span
 	// that reports the database's service.name, and a client span to b
 	// exported in another batch after b's own span.
-	spans := records(1,
+	spans := records(
 		sp{id: 3, parent: 4, kind: KindServer, svc: "b", op: "GET /b", start: 2, end: 8},
 		sp{id: 1, kind: KindServer, svc: "a", op: "GET /a", start: 0, end: 10},
 		sp{id: 2, parent: 1, kind: KindInternal, svc: "a", op: "handle", start: 1, end: 9},
@@ -109,7 +109,7 @@ func TestLinkFollowsIDsNotResources(t *testing.T) {
 		sp{id: 4, parent: 2, kind: KindClient, svc: "a", op: "GET", start: 2, end: 8},
 	)
 	a := NewAnalyzer()
-	tr := a.Link(spans)
+	tr := a.Link(testTrace, spans)
 	require.Len(t, tr.Requests, 2)
 	root := tr.Requests[1]
 	assert.Equal(t, "a", testSymbols.Name(tr.Spans[root.Span].Service))
@@ -166,7 +166,7 @@ func TestPeerIdentity(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := NewAnalyzer().Link(records(1, append([]sp{server}, tt.spans...)...))
+			tr := NewAnalyzer().Link(testTrace, records(append([]sp{server}, tt.spans...)...))
 			calls := tr.RequestCalls(&tr.Requests[0])
 			require.Len(t, calls, 1)
 			assert.Equal(t, tt.peer, testSymbols.Name(calls[0].PeerService), "peer")
@@ -280,7 +280,7 @@ func TestLogicalCalls(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := NewAnalyzer().Link(records(1, append([]sp{server}, tt.attempts...)...))
+			tr := NewAnalyzer().Link(testTrace, records(append([]sp{server}, tt.attempts...)...))
 			var got [][]byte
 			var failed []bool
 			for ci := range tr.Calls {
@@ -317,7 +317,7 @@ func TestLinkLargeTraces(t *testing.T) {
 		sp{id: 5, parent: 1, kind: KindClient, svc: "a", op: "GET", peer: "b"}, // duplicate
 		sp{id: 200, parent: 201, kind: KindServer, svc: "c", op: "GET /c"},     // orphan
 	)
-	tr := NewAnalyzer().Link(records(1, specs...))
+	tr := NewAnalyzer().Link(testTrace, records(specs...))
 	assert.Equal(t, LinkStats{Spans: uint64(len(specs)), Duplicates: 1, Orphans: 1}, tr.Link)
 	assert.Len(t, tr.Requests, 1+49+1)
 	assert.Len(t, tr.Calls, 49)

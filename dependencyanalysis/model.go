@@ -235,7 +235,7 @@ func (m *EdgeModel) Observe(t *Trace) {
 			continue
 		}
 		req := &t.Spans[r.Span]
-		at := min(req.End, bound)
+		at := min(req.End(), bound)
 		w := m.weight(at)
 		m.newest = max(m.newest, at)
 		calls := t.RequestCalls(r)

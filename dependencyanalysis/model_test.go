@@ -36,7 +36,7 @@ func TestWilson(t *testing.T) {
 func observeN(m *EdgeModel, n int, callFailed, reqFailed bool, at time.Duration) {
 	a := NewAnalyzer()
 	for range n {
-		tr := a.Link(records(1,
+		tr := a.Link(testTrace, records(
 			sp{id: 1, kind: KindServer, svc: "a", op: "GET /a", start: int(at / time.Millisecond), end: int(at/time.Millisecond) + 1, failed: reqFailed},
 			sp{id: 2, parent: 1, kind: KindClient, svc: "a", op: "GET /b", peer: "b", start: int(at / time.Millisecond), end: int(at / time.Millisecond), failed: callFailed},
 		))
@@ -103,7 +103,7 @@ func TestEdgeModelForgetsTheLeastRecentWhenFull(t *testing.T) {
 	m := NewEdgeModel(DefaultConfig().EdgeModel, WithMaxEdges(8))
 	a := NewAnalyzer()
 	observe := func(peer string, atMillis int) {
-		m.Observe(a.Link(records(1,
+		m.Observe(a.Link(testTrace, records(
 			sp{id: 1, kind: KindServer, svc: "x", op: "GET /x", start: atMillis, end: atMillis + 1},
 			sp{id: 2, parent: 1, kind: KindClient, svc: "x", op: "GET", peer: peer, start: atMillis, end: atMillis},
 		)))
@@ -138,7 +138,7 @@ func TestEdgeModelRebasesLongRuns(t *testing.T) {
 // checkoutRequest links one request of service checkout at atMillis with a call to
 // recommendations and one to payments.
 func checkoutRequest(a *Analyzer, atMillis int, recsFailed, paymentsFailed, failed bool) *Trace {
-	return a.Link(records(1,
+	return a.Link(testTrace, records(
 		sp{id: 1, kind: KindServer, svc: "checkout", op: "POST /checkout", start: atMillis, end: atMillis + 10, failed: failed},
 		sp{id: 2, parent: 1, kind: KindClient, svc: "checkout", op: "GET", peer: "recommendations", peerOp: "GET /recs", start: atMillis + 1, end: atMillis + 2, failed: recsFailed},
 		sp{id: 3, parent: 1, kind: KindClient, svc: "checkout", op: "POST", peer: "payments", peerOp: "POST /pay", start: atMillis + 3, end: atMillis + 4, failed: paymentsFailed},

@@ -1,6 +1,8 @@
 package dependencyanalysis
 
 import (
+	"time"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/errorownership/errorownership/ownership"
@@ -49,14 +51,27 @@ const (
 // AttemptUnknown is Span.Attempt when no attribute tells the attempt number.
 const AttemptUnknown = -1
 
-// Span is the compact record the engine keeps of one span: 80 bytes, no
-// pointers into pdata. Names are Symbols of the extractor's table.
+// MaxAttempt is the largest attempt number a Span records; higher ones
+// are recorded as MaxAttempt, which tells a retry from a first attempt
+// all the same.
+const MaxAttempt = 127
+
+// maxDuration is the longest duration a Span records, in its unit of a
+// microsecond: about 71 minutes. A longer span ends there.
+const maxDuration = 1<<32 - 1
+
+// Span is the compact record the engine keeps of one span: 56 bytes, no
+// pointers into pdata, so that the decision-wait buffer of a collector
+// holds a million spans in 56 MB. Names are Symbols of the extractor's
+// table. The trace a span belongs to is not in the record: the buffer and
+// Record keep it beside the spans of a trace.
+//
+// The end is kept as a duration in microseconds: comparing the ends of
+// spans from different hosts is good to a clock's skew, far coarser.
 type Span struct {
-	TraceID  pcommon.TraceID
 	SpanID   pcommon.SpanID
 	ParentID pcommon.SpanID
 	Start    pcommon.Timestamp
-	End      pcommon.Timestamp
 
 	// Service is the resource's service.name.
 	Service Symbol
@@ -85,18 +100,53 @@ type Span struct {
 	// operation tells them apart. Outbound spans only.
 	Target uint32
 
+	duration uint32 // microseconds, at most maxDuration
+
 	// Attempt is the attempt number of an outbound span, 0 first, from
-	// http.request.resend_count or retry.attempt; AttemptUnknown if absent.
-	Attempt int16
+	// http.request.resend_count or retry.attempt, at most MaxAttempt;
+	// AttemptUnknown if absent.
+	Attempt int8
 	Kind    Kind
 	Flags   uint8
-	// Claim is error.claim on an inbound span: what the service sent.
-	Claim ownership.Claim
-	// ClaimReceived is error.claim.received on an outbound span.
-	ClaimReceived ownership.Claim
-	// Decision is retry.decision on an outbound span.
-	Decision ownership.RetryDecision
+	// claims packs Claim (bits 0–1), ClaimReceived (bits 2–3) and
+	// Decision (bits 4–6).
+	claims uint8
 }
+
+// End returns when the span ended: Start plus its duration, to the
+// microsecond below.
+func (s *Span) End() pcommon.Timestamp {
+	return s.Start + pcommon.Timestamp(s.duration)*pcommon.Timestamp(time.Microsecond)
+}
+
+// SetEnd records when the span ended; an end before the start is taken as
+// the start.
+func (s *Span) SetEnd(end pcommon.Timestamp) {
+	if end <= s.Start {
+		s.duration = 0
+		return
+	}
+	s.duration = uint32(min(uint64(end-s.Start)/uint64(time.Microsecond), maxDuration))
+}
+
+// Claim is error.claim on an inbound span: what the service sent.
+func (s *Span) Claim() ownership.Claim { return ownership.Claim(s.claims & 3) }
+
+// ClaimReceived is error.claim.received on an outbound span: what the
+// callee sent.
+func (s *Span) ClaimReceived() ownership.Claim { return ownership.Claim(s.claims >> 2 & 3) }
+
+// Decision is retry.decision on an outbound span.
+func (s *Span) Decision() ownership.RetryDecision { return ownership.RetryDecision(s.claims >> 4 & 7) }
+
+// SetClaim records the claim an inbound span's service sent.
+func (s *Span) SetClaim(c ownership.Claim) { s.claims = s.claims&^3 | uint8(c)&3 }
+
+// SetClaimReceived records the claim an outbound span's callee sent.
+func (s *Span) SetClaimReceived(c ownership.Claim) { s.claims = s.claims&^(3<<2) | (uint8(c)&3)<<2 }
+
+// SetDecision records an outbound span's retry decision.
+func (s *Span) SetDecision(d ownership.RetryDecision) { s.claims = s.claims&^(7<<4) | (uint8(d)&7)<<4 }
 
 // Failed reports whether the span is an error.
 func (s *Span) Failed() bool { return s.Flags&FlagFailed != 0 }
@@ -107,3 +157,10 @@ func (s *Span) TimedOut() bool { return s.Flags&FlagTimeout != 0 }
 // Completed reports whether the span ended with an answer that is not an
 // error (FlagCompleted).
 func (s *Span) Completed() bool { return s.Flags&FlagCompleted != 0 }
+
+// Record is a Span with the trace it belongs to, as the Extractor
+// produces them from a batch in which many traces mix.
+type Record struct {
+	TraceID pcommon.TraceID
+	Span
+}

@@ -206,7 +206,7 @@ func (s *Stats) Add(t *Trace, verdicts []Verdict) {
 			e.Attempts += n
 			e.Retries += n - 1
 			for _, ai := range t.CallAttempts(c) {
-				e.Decisions[t.Spans[ai].Decision]++
+				e.Decisions[t.Spans[ai].Decision()]++
 			}
 		}
 	}
@@ -224,7 +224,7 @@ func (s *Stats) Add(t *Trace, verdicts []Verdict) {
 		if v.Kind == VerdictCoincidental {
 			c := &t.Calls[v.FailedCalls[0]]
 			s.audit(AuditEntry{
-				Time: req.End, TraceID: req.TraceID, SpanID: req.SpanID,
+				Time: req.End(), TraceID: t.ID, SpanID: req.SpanID,
 				Service: req.Service, Operation: req.Operation,
 				PeerService: c.PeerService, PeerOperation: c.PeerOperation,
 				ClaimSent: v.Sent, ClaimExpected: v.Expected,

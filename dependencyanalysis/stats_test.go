@@ -3,6 +3,8 @@ package dependencyanalysis
 import (
 	"testing"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -10,12 +12,12 @@ import (
 )
 
 // judgeAll learns over all spans, then judges every trace into stats.
-func judgeAll(spans []Span, stats *Stats) {
+func judgeAll(spans []Record, stats *Stats) {
 	model := NewEdgeModel(ModelConfig{MinSamples: 20, Confidence: 0.95, FailCloseThreshold: 0.8, FailOpenThreshold: 0.2})
 	an := NewAnalyzer()
-	ForEachTrace(spans, func(tr []Span) { model.Observe(an.Link(tr)) })
-	ForEachTrace(spans, func(tr []Span) {
-		t := an.Link(tr)
+	ForEachTrace(spans, func(id pcommon.TraceID, tr []Span) { model.Observe(an.Link(id, tr)) })
+	ForEachTrace(spans, func(id pcommon.TraceID, tr []Span) {
+		t := an.Link(id, tr)
 		stats.Add(t, an.Judge(t, model))
 	})
 }
@@ -29,11 +31,11 @@ func TestStatsMergeEqualsWhole(t *testing.T) {
 	// The same verdicts split over two Stats, as two workers would hold them.
 	model := NewEdgeModel(DefaultConfig().EdgeModel)
 	an := NewAnalyzer()
-	ForEachTrace(spans, func(tr []Span) { model.Observe(an.Link(tr)) })
+	ForEachTrace(spans, func(id pcommon.TraceID, tr []Span) { model.Observe(an.Link(id, tr)) })
 	parts := [2]*Stats{NewStats(), NewStats()}
 	i := 0
-	ForEachTrace(spans, func(tr []Span) {
-		t := an.Link(tr)
+	ForEachTrace(spans, func(id pcommon.TraceID, tr []Span) {
+		t := an.Link(id, tr)
 		parts[i%2].Add(t, an.Judge(t, model))
 		i++
 	})

@@ -63,7 +63,7 @@ func (a *Analyzer) Judge(t *Trace, m Modes) []Verdict {
 }
 
 func (a *Analyzer) judge(t *Trace, ri int32, r *Request, req *Span, m Modes) Verdict {
-	v := Verdict{Request: ri, Sent: req.Claim}
+	v := Verdict{Request: ri, Sent: req.Claim()}
 	start := len(a.failed)
 	var closed, noPolicy, missing int
 	for ci := r.CallsStart; ci < r.CallsEnd; ci++ {

@@ -134,7 +134,7 @@ func TestJudge(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a := NewAnalyzer()
-			tr := a.Link(records(1, append([]sp{tt.in}, tt.calls...)...))
+			tr := a.Link(testTrace, records(append([]sp{tt.in}, tt.calls...)...))
 			vs := a.Judge(tr, tt.modes)
 			require.Len(t, vs, 1)
 			v := vs[0]
@@ -149,7 +149,7 @@ func TestJudge(t *testing.T) {
 
 func TestJudgeOnlyFailedRequests(t *testing.T) {
 	a := NewAnalyzer()
-	tr := a.Link(records(1,
+	tr := a.Link(testTrace, records(
 		sp{id: 1, kind: KindServer, svc: "a", op: "GET /a", end: 10},
 		sp{id: 2, parent: 1, kind: KindClient, svc: "a", op: "GET", peer: "b", end: 5, failed: true},
 		sp{id: 3, parent: 2, kind: KindServer, svc: "b", op: "GET /b", end: 5, failed: true, claim: ownership.ClaimClaimed},

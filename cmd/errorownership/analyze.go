@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	da "github.com/errorownership/errorownership/dependencyanalysis"
@@ -127,7 +128,7 @@ func analyzeFiles(cfg da.Config, files []string, errw io.Writer) (*report, error
 	}
 	rep.model = da.NewEdgeModel(cfg.EdgeModel)
 	ex := da.NewExtractor(cfg, rep.syms)
-	var spans []da.Span
+	var spans []da.Record
 	var errs []error
 	for _, path := range files {
 		err := otlpfile.ReadFile(path, func(td ptrace.Traces) { spans = ex.Append(spans, td) })
@@ -140,9 +141,9 @@ func analyzeFiles(cfg da.Config, files []string, errw io.Writer) (*report, error
 	rep.summary.MalformedSpans = ex.Malformed
 
 	an := da.NewAnalyzer()
-	da.ForEachTrace(spans, func(trace []da.Span) { rep.model.Observe(an.Link(trace)) })
-	da.ForEachTrace(spans, func(trace []da.Span) {
-		tr := an.Link(trace)
+	da.ForEachTrace(spans, func(id pcommon.TraceID, trace []da.Span) { rep.model.Observe(an.Link(id, trace)) })
+	da.ForEachTrace(spans, func(id pcommon.TraceID, trace []da.Span) {
+		tr := an.Link(id, trace)
 		vs := an.Judge(tr, rep.model)
 		rep.stats.Add(tr, vs)
 		for i := range vs {
@@ -169,7 +170,7 @@ func (rep *report) verdictLine(tr *da.Trace, v *da.Verdict) verdictLine {
 	req := tr.RequestSpan(&tr.Requests[v.Request])
 	line := verdictLine{
 		Kind:          "verdict",
-		TraceID:       hex.EncodeToString(req.TraceID[:]),
+		TraceID:       hex.EncodeToString(tr.ID[:]),
 		SpanID:        hex.EncodeToString(req.SpanID[:]),
 		Service:       rep.syms.Name(req.Service),
 		Operation:     rep.syms.Name(req.Operation),

@@ -418,3 +418,32 @@ func BenchmarkMix(b *testing.B) {
 		Mix(1000, 1)
 	}
 }
+
+func TestBySource(t *testing.T) {
+	td := Mix(200, 1)
+	batches := BySource(td, 64)
+	total, tracesPerBatch := 0, 0
+	seen := map[pcommon.TraceID]map[int]bool{}
+	for i, b := range batches {
+		require.Equal(t, 1, b.ResourceSpans().Len(), "one service a batch")
+		spans := b.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+		require.LessOrEqual(t, spans.Len(), 64)
+		total += spans.Len()
+		traces := map[pcommon.TraceID]bool{}
+		for _, sp := range spans.All() {
+			traces[sp.TraceID()] = true
+			if seen[sp.TraceID()] == nil {
+				seen[sp.TraceID()] = map[int]bool{}
+			}
+			seen[sp.TraceID()][i] = true
+		}
+		tracesPerBatch += len(traces)
+	}
+	assert.Equal(t, td.SpanCount(), total, "every span once")
+	assert.Greater(t, float64(tracesPerBatch)/float64(len(batches)), 5.0, "a batch holds spans of many traces")
+	batchesPerTrace := 0
+	for _, b := range seen {
+		batchesPerTrace += len(b)
+	}
+	assert.Greater(t, float64(batchesPerTrace)/float64(len(seen)), 3.0, "a trace arrives in several batches")
+}

@@ -94,9 +94,9 @@ type ownershipProcessor struct {
 
 // scratch is one goroutine's extraction state, pooled.
 type scratch struct {
-	ex    *dependencyanalysis.Extractor
-	spans []dependencyanalysis.Span
-	runs  []buffer.Run
+	ex      *dependencyanalysis.Extractor
+	records []dependencyanalysis.Record
+	buf     buffer.Scratch
 }
 
 // worker analyses one shard's traces.
@@ -105,6 +105,7 @@ type worker struct {
 	shard *buffer.Shard
 	an    *dependencyanalysis.Analyzer
 	take  []*buffer.Entry
+	spans []dependencyanalysis.Span // a trace's records, when they came in several batches
 
 	mu    sync.Mutex // guards stats and spare against the flusher
 	stats *dependencyanalysis.Stats
@@ -237,17 +238,17 @@ func (p *ownershipProcessor) observe(ctx context.Context, td ptrace.Traces) {
 	sc := p.scratch.Get().(*scratch)
 	var c buffer.Counts
 	p.symbolsInUse.RLock()
-	sc.spans = sc.ex.Append(sc.spans[:0], td)
+	sc.records = sc.ex.Append(sc.records[:0], td)
 	malformed := int64(sc.ex.Malformed)
 	sc.ex.Malformed = 0
 	// Counted from the extraction rather than td.SpanCount(), which would
 	// walk the batch a second time on the pipeline's goroutine.
-	tb.ProcessorErrorownershipSpansSeen.Add(ctx, int64(len(sc.spans))+malformed)
+	tb.ProcessorErrorownershipSpansSeen.Add(ctx, int64(len(sc.records))+malformed)
 	counted = true
-	sc.runs = p.buffer.Add(sc.spans, sc.runs, p.buffer.Now(), &c)
+	p.buffer.Add(sc.records, &sc.buf, p.buffer.Now(), &c)
 	p.symbolsInUse.RUnlock()
-	if cap(sc.spans) > maxScratchSpans {
-		sc.spans, sc.runs = nil, nil
+	if cap(sc.records) > maxScratchSpans {
+		sc.records, sc.buf = nil, buffer.Scratch{}
 	}
 	// A scratch is put back only after a clean run: one that panicked may
 	// hold an extractor in a broken state.
@@ -477,7 +478,7 @@ func (w *worker) analyse(batch []*buffer.Entry) {
 	var t tally
 	for i, e := range batch {
 		if w.p.abort.Load() {
-			t.dropped += int64(len(e.Spans))
+			t.dropped += int64(e.Len())
 		} else if ms, ok := w.analyseTrace(e, &t); ok {
 			t.durations[t.traces] = ms
 			t.traces++
@@ -523,7 +524,7 @@ func (w *worker) analyseTrace(e *buffer.Entry, t *tally) (ms float64, ok bool) {
 		}
 	}()
 	start := time.Now()
-	tr := w.an.Link(e.Spans)
+	tr := w.an.Link(e.ID, e.Spans(&w.spans))
 	w.p.edges.Observe(tr)
 	verdicts := w.an.Judge(tr, w.p.edges.Modes())
 	w.add(tr, verdicts)

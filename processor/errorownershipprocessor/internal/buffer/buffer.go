@@ -35,23 +35,67 @@ import (
 // queue is full are spans dropped (counted), since the alternatives are to
 // block the pipeline or to grow without bound.
 
+// maxSegments is how many batches' worth of records an entry keeps apart
+// before it copies them into one allocation.
+const maxSegments = 3
+
 // Entry is one trace's records in the buffer.
 type Entry struct {
-	// ID is the trace's ID, Spans its records.
-	ID    pcommon.TraceID
-	hash  uint64
-	Spans []dependencyanalysis.Span
+	// ID is the trace's ID.
+	ID   pcommon.TraceID
+	hash uint64
+	// segs[:nsegs] hold the records in arrival order, a segment for each
+	// batch the trace came in: each is an exactly sized allocation of its
+	// own, so a trace that comes in several batches is never copied to
+	// grow, and no trace keeps another's records alive.
+	segs  [maxSegments][]dependencyanalysis.Span
+	nsegs uint8
+	n     int32 // records in all segments
 	// last is when spans last arrived, queued the value of last when the
 	// entry was put at the queue's tail; both in nanoseconds since the
 	// buffer's epoch.
 	last, queued int64
 }
 
+// Len reports how many records the trace has.
+func (e *Entry) Len() int { return int(e.n) }
+
+// Spans returns the trace's records in one slice: its only segment, or
+// its segments copied into *scratch, which grows as needed.
+func (e *Entry) Spans(scratch *[]dependencyanalysis.Span) []dependencyanalysis.Span {
+	if e.nsegs == 1 {
+		return e.segs[0]
+	}
+	all := (*scratch)[:0]
+	for _, seg := range e.segs[:e.nsegs] {
+		all = append(all, seg...)
+	}
+	*scratch = all
+	return all
+}
+
+// attach adds a batch's segment, copying every segment into one when
+// there is no room for another.
+func (e *Entry) attach(seg []dependencyanalysis.Span) {
+	if int(e.nsegs) == maxSegments {
+		all := make([]dependencyanalysis.Span, 0, int(e.n)+len(seg))
+		for i, old := range e.segs[:e.nsegs] {
+			all = append(all, old...)
+			e.segs[i] = nil
+		}
+		e.segs[0], e.nsegs = append(all, seg...), 1
+	} else {
+		e.segs[e.nsegs] = seg
+		e.nsegs++
+	}
+	e.n += int32(len(seg))
+}
+
 // Shard is one part of the buffer, drained by one worker. Every trace in
 // traces is in queue once.
 type Shard struct {
 	mu           sync.Mutex
-	traces       map[pcommon.TraceID]*Entry
+	traces       table
 	queue        fifo[*Entry]
 	waitingSpans int
 	// recent remembers traces that left the buffer and why, so that their
@@ -78,7 +122,6 @@ type Shard struct {
 func newShard(maxTraces, maxSpans int, wait time.Duration) *Shard {
 	handTraces, handSpans := maxTraces/8, maxSpans/8
 	return &Shard{
-		traces:        make(map[pcommon.TraceID]*Entry),
 		recent:        recentFilter{traces: maxTraces},
 		wait:          int64(wait),
 		maxWaitTraces: maxTraces - handTraces,
@@ -105,13 +148,25 @@ type Counts struct {
 	Dropped, Evicted int64
 }
 
-// Run is a run of consecutive records of one trace in a batch: Add's
-// scratch space, which the caller keeps between batches.
-type Run struct {
-	id     pcommon.TraceID
+// Scratch is Add's working space, which the caller keeps between batches.
+type Scratch struct {
+	runs   []run
+	groups []group
+}
+
+// run is a run of consecutive records of one trace in a batch.
+type run struct {
 	hash   uint64
 	lo, hi int32
 	shard  int32
+}
+
+// group is one trace's records of a batch, gathered into their segment.
+type group struct {
+	id    pcommon.TraceID
+	hash  uint64
+	shard int32
+	seg   []dependencyanalysis.Span
 }
 
 // signal wakes the worker without blocking.
@@ -122,14 +177,15 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// insert adds the records of runs, which all belong to trace id and total
-// n records, arriving at now. The caller holds mu. It reports whether the
-// queue was empty, in which case the worker may sleep without a deadline
-// and must be told.
-func (s *Shard) insert(id pcommon.TraceID, hash uint64, runs []Run, spans []dependencyanalysis.Span, n int, now int64, c *Counts) (wasEmpty bool) {
-	e := s.traces[id]
+// insert adds g's segment, arriving at now. The caller holds mu. It
+// reports whether the queue was empty, in which case the worker may sleep
+// without a deadline and must be told.
+func (s *Shard) insert(g *group, now int64, c *Counts) (wasEmpty bool) {
+	seg := g.seg
+	n := len(seg)
+	e := s.traces.get(g.hash, g.id)
 	if e == nil {
-		switch s.recent.left(hash) {
+		switch s.recent.left(g.hash) {
 		case leftDue:
 			c.Late += int64(n)
 		case leftEvicted:
@@ -145,33 +201,21 @@ func (s *Shard) insert(id pcommon.TraceID, hash uint64, runs []Run, spans []depe
 		}
 		s.makeRoom(1, n, nil, c)
 		wasEmpty = s.queue.len() == 0
-		e = &Entry{ID: id, hash: hash, Spans: make([]dependencyanalysis.Span, 0, n), queued: now}
-		s.traces[id] = e
+		e = &Entry{ID: g.id, hash: g.hash, queued: now}
+		s.traces.put(g.hash, e)
 		s.queue.push(e)
 	} else {
-		if room := s.maxWaitSpans - len(e.Spans); n > room {
+		if room := s.maxWaitSpans - int(e.n); n > room {
 			c.Dropped += int64(n - room)
 			n = room
 		}
-		s.makeRoom(0, n, e, c)
-		if free := cap(e.Spans) - len(e.Spans); free < n {
-			// Traces that come in several batches get headroom, so that
-			// many small batches cost amortised linear copying; traces
-			// that come in one batch get none.
-			grown := make([]dependencyanalysis.Span, len(e.Spans), len(e.Spans)+n+(len(e.Spans)+n)/4)
-			copy(grown, e.Spans)
-			e.Spans = grown
-		}
-	}
-	for _, r := range runs {
 		if n == 0 {
-			break
+			return false
 		}
-		k := min(int(r.hi-r.lo), n)
-		e.Spans = append(e.Spans, spans[r.lo:int(r.lo)+k]...)
-		n -= k
-		s.waitingSpans += k
+		s.makeRoom(0, n, e, c)
 	}
+	e.attach(seg[:n:n])
+	s.waitingSpans += n
 	e.last = now
 	s.peakTraces = max(s.peakTraces, s.queue.len()+int(s.handedTraces.Load()))
 	s.peakSpans = max(s.peakSpans, s.waitingSpans+int(s.handedSpans.Load()))
@@ -201,15 +245,15 @@ func (s *Shard) makeRoom(needTraces, needSpans int, keep *Entry, c *Counts) {
 // leave removes e, just popped from the queue, from the waiting traces,
 // remembering why it left.
 func (s *Shard) leave(e *Entry, why uint64) {
-	delete(s.traces, e.ID)
+	s.traces.remove(e.hash, e)
 	s.recent.add(e.hash, why)
-	s.waitingSpans -= len(e.Spans)
+	s.waitingSpans -= int(e.n)
 }
 
 // handOver queues e for the worker, dropping the oldest traces handed over
 // before it when the worker has not kept up.
 func (s *Shard) handOver(e *Entry, c *Counts) {
-	n := len(e.Spans)
+	n := int(e.n)
 	if s.maxHandTraces == 0 || n > s.maxHandSpans {
 		c.Dropped += int64(n)
 		return
@@ -219,8 +263,8 @@ func (s *Shard) handOver(e *Entry, c *Counts) {
 	for s.handed.len() >= s.maxHandTraces || int(s.handedSpans.Load())+n > s.maxHandSpans {
 		old := s.handed.pop()
 		s.handedTraces.Add(-1)
-		s.handedSpans.Add(-int64(len(old.Spans)))
-		c.Dropped += int64(len(old.Spans))
+		s.handedSpans.Add(-int64(old.n))
+		c.Dropped += int64(old.n)
 	}
 	s.handed.push(e)
 	s.handedTraces.Add(1)
@@ -242,7 +286,7 @@ func (s *Shard) TakeHanded(out []*Entry) []*Entry {
 	for len(out) < cap(out) && s.handed.len() > 0 {
 		e := s.handed.pop()
 		s.handedTraces.Add(-1)
-		s.handedSpans.Add(-int64(len(e.Spans)))
+		s.handedSpans.Add(-int64(e.n))
 		out = append(out, e)
 	}
 	return out
@@ -371,26 +415,25 @@ func traceHash(id pcommon.TraceID) uint64 {
 	return h
 }
 
-// Add inserts a batch of records arriving at now, taking each shard's lock once per
-// maxInsert traces. It gathers a trace's records from the whole batch
-// first, so that a trace whose spans come in one batch, whatever their
-// order, takes one exactly sized allocation. runs is scratch space, returned
-// for reuse.
-func (b *Buffer) Add(spans []dependencyanalysis.Span, runs []Run, now int64, c *Counts) []Run {
-	runs = runs[:0]
-	for lo := 0; lo < len(spans); {
-		id := spans[lo].TraceID
+// Add inserts a batch of records arriving at now, taking each shard's
+// lock once per maxInsert traces. It gathers each trace's records of the
+// batch, whatever their order, into one exactly sized segment before it
+// takes any lock.
+func (b *Buffer) Add(records []dependencyanalysis.Record, sc *Scratch, now int64, c *Counts) {
+	runs := sc.runs[:0]
+	for lo := 0; lo < len(records); {
+		id := records[lo].TraceID
 		hi := lo + 1
-		for hi < len(spans) && spans[hi].TraceID == id {
+		for hi < len(records) && records[hi].TraceID == id {
 			hi++
 		}
 		h := traceHash(id)
-		runs = append(runs, Run{id: id, hash: h, lo: int32(lo), hi: int32(hi), shard: int32(h % uint64(len(b.shards)))})
+		runs = append(runs, run{hash: h, lo: int32(lo), hi: int32(hi), shard: int32(h % uint64(len(b.shards)))})
 		lo = hi
 	}
 	// Group by shard, then by trace. Comparing hashes, not IDs, is cheaper;
-	// two traces with one hash would only be inserted in more pieces.
-	slices.SortFunc(runs, func(x, y Run) int {
+	// two traces with one hash are told apart below.
+	slices.SortFunc(runs, func(x, y run) int {
 		if c := cmp.Compare(x.shard, y.shard); c != 0 {
 			return c
 		}
@@ -399,18 +442,36 @@ func (b *Buffer) Add(spans []dependencyanalysis.Span, runs []Run, now int64, c *
 		}
 		return cmp.Compare(x.lo, y.lo) // keep arrival order within a trace
 	})
+	groups := sc.groups[:0]
 	for lo := 0; lo < len(runs); {
-		lo = b.shards[runs[lo].shard].insertRuns(runs, lo, spans, now, c)
+		id := records[runs[lo].lo].TraceID
+		hi, n := lo, 0
+		for hi < len(runs) && runs[hi].hash == runs[lo].hash && records[runs[hi].lo].TraceID == id {
+			n += int(runs[hi].hi - runs[hi].lo)
+			hi++
+		}
+		seg := make([]dependencyanalysis.Span, 0, n)
+		for _, r := range runs[lo:hi] {
+			for i := r.lo; i < r.hi; i++ {
+				seg = append(seg, records[i].Span)
+			}
+		}
+		groups = append(groups, group{id: id, hash: runs[lo].hash, shard: runs[lo].shard, seg: seg})
+		lo = hi
 	}
-	return runs
+	for lo := 0; lo < len(groups); {
+		lo = b.shards[groups[lo].shard].insertGroups(groups, lo, now, c)
+	}
+	clear(groups) // the segments belong to the entries now
+	sc.runs, sc.groups = runs, groups[:0]
 }
 
-// insertRuns inserts the traces of runs from lo on that belong to s, at
-// most maxInsert of them, and returns where it stopped. The lock is let go
-// after maxInsert traces so that a big batch of new traces does not keep
-// the worker from the traces it pushes out, and on a panic.
-func (s *Shard) insertRuns(runs []Run, lo int, spans []dependencyanalysis.Span, now int64, c *Counts) int {
-	shard := runs[lo].shard
+// insertGroups inserts the traces of groups from lo on that belong to s,
+// at most maxInsert of them, and returns where it stopped. The lock is let
+// go after maxInsert traces so that a big batch of new traces does not
+// keep the worker from the traces it pushes out, and on a panic.
+func (s *Shard) insertGroups(groups []group, lo int, now int64, c *Counts) int {
+	shard := groups[lo].shard
 	wake := false
 	defer func() {
 		if wake {
@@ -419,16 +480,10 @@ func (s *Shard) insertRuns(runs []Run, lo int, spans []dependencyanalysis.Span, 
 	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for traces := 0; lo < len(runs) && runs[lo].shard == shard && traces < maxInsert; traces++ {
-		hi, n := lo, 0
-		for hi < len(runs) && runs[hi].id == runs[lo].id {
-			n += int(runs[hi].hi - runs[hi].lo)
-			hi++
-		}
-		if !s.closed && s.insert(runs[lo].id, runs[lo].hash, runs[lo:hi], spans, n, now, c) {
+	for end := min(lo+maxInsert, len(groups)); lo < end && groups[lo].shard == shard; lo++ {
+		if !s.closed && s.insert(&groups[lo], now, c) {
 			wake = true
 		}
-		lo = hi
 	}
 	return lo
 }
@@ -524,11 +579,17 @@ func (s *Shard) Symbols(keep func(dependencyanalysis.Symbol)) {
 	defer s.mu.Unlock()
 	s.handMu.Lock()
 	defer s.handMu.Unlock()
-	for _, e := range s.traces {
-		spanSymbols(e.Spans, keep)
+	for i := range s.queue.n {
+		entrySymbols(s.queue.buf[(s.queue.head+i)&(len(s.queue.buf)-1)], keep)
 	}
 	for i := range s.handed.n {
-		spanSymbols(s.handed.buf[(s.handed.head+i)&(len(s.handed.buf)-1)].Spans, keep)
+		entrySymbols(s.handed.buf[(s.handed.head+i)&(len(s.handed.buf)-1)], keep)
+	}
+}
+
+func entrySymbols(e *Entry, keep func(dependencyanalysis.Symbol)) {
+	for _, seg := range e.segs[:e.nsegs] {
+		spanSymbols(seg, keep)
 	}
 }
 

@@ -23,8 +23,8 @@ func traceID(n uint64) pcommon.TraceID {
 const testWait = 100 // decision_wait in the shard tests, in nanoseconds of buffer time
 
 // records returns n records of trace t.
-func records(t uint64, n int) []dependencyanalysis.Span {
-	out := make([]dependencyanalysis.Span, n)
+func records(t uint64, n int) []dependencyanalysis.Record {
+	out := make([]dependencyanalysis.Record, n)
 	for i := range out {
 		out[i].TraceID = traceID(t)
 		out[i].SpanID = pcommon.SpanID{7: byte(i + 1)}
@@ -32,13 +32,12 @@ func records(t uint64, n int) []dependencyanalysis.Span {
 	return out
 }
 
-// put inserts n records of trace t into s at now, as buffer.add does.
+// put inserts n records of trace t into s at now, as Buffer.Add does.
 func put(s *Shard, t uint64, n int, now int64, c *Counts) {
-	spans := records(t, n)
-	runs := []Run{{id: spans[0].TraceID, hash: traceHash(spans[0].TraceID), lo: 0, hi: int32(n)}}
+	g := group{id: traceID(t), hash: traceHash(traceID(t)), seg: make([]dependencyanalysis.Span, n)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.insert(runs[0].id, runs[0].hash, runs, spans, n, now, c)
+	s.insert(&g, now, c)
 }
 
 // ids lists the traces of entries by their number.
@@ -203,9 +202,9 @@ func TestShardClosed(t *testing.T) {
 	b := New(1, 100, 1000, time.Hour)
 	s := b.shards[0]
 	var c Counts
-	b.Add(records(1, 2), nil, 0, &c)
+	b.Add(records(1, 2), &Scratch{}, 0, &c)
 	s.Close()
-	b.Add(records(2, 2), nil, 0, &c)
+	b.Add(records(2, 2), &Scratch{}, 0, &c)
 	got, wait, done := s.TakeDue(0, make([]*Entry, 0, 64))
 	assert.Equal(t, []uint64{1}, ids(got), "closed: everything is due, nothing is added")
 	assert.Zero(t, wait)
@@ -214,24 +213,106 @@ func TestShardClosed(t *testing.T) {
 
 func TestBufferAddGroupsTraces(t *testing.T) {
 	b := New(3, 100, 1000, time.Hour)
-	// Traces interleaved as several services' batches interleave them.
-	var spans []dependencyanalysis.Span
-	for range 3 {
-		for tr := uint64(1); tr <= 5; tr++ {
-			spans = append(spans, records(tr, 2)...)
-		}
-	}
+	// Traces interleaved as several services' batches interleave them,
+	// in three batches.
+	var sc Scratch
 	var c Counts
-	b.Add(spans, nil, 0, &c)
+	for range 3 {
+		var batch []dependencyanalysis.Record
+		for range 2 {
+			for tr := uint64(1); tr <= 5; tr++ {
+				batch = append(batch, records(tr, 1)...)
+			}
+		}
+		b.Add(batch, &sc, 0, &c)
+	}
 	traces, n := b.Occupancy()
 	assert.Equal(t, 5, traces)
 	assert.Equal(t, 30, n)
 	for _, s := range b.shards {
-		for _, e := range s.traces {
-			assert.Len(t, e.Spans, 6)
-			assert.Equal(t, 6, cap(e.Spans), "one exactly sized allocation per trace")
+		for i := range s.queue.n {
+			e := s.queue.buf[(s.queue.head+i)&(len(s.queue.buf)-1)]
+			assert.Equal(t, 6, e.Len())
+			require.EqualValues(t, 3, e.nsegs, "a segment a batch")
+			for _, seg := range e.segs[:e.nsegs] {
+				assert.Equal(t, 2, cap(seg), "each exactly sized")
+			}
+			var scratch []dependencyanalysis.Span
+			assert.Len(t, e.Spans(&scratch), 6)
 			assert.Equal(t, s, b.shards[traceHash(e.ID)%3])
 		}
+	}
+}
+
+func TestEntryAttachCompacts(t *testing.T) {
+	var e Entry
+	var want []pcommon.SpanID
+	for batch := range 7 {
+		seg := make([]dependencyanalysis.Span, batch+1)
+		for i := range seg {
+			seg[i].SpanID = pcommon.SpanID{6: byte(batch), 7: byte(i)}
+			want = append(want, seg[i].SpanID)
+		}
+		e.attach(seg)
+		require.LessOrEqual(t, int(e.nsegs), maxSegments)
+	}
+	var scratch []dependencyanalysis.Span
+	var got []pcommon.SpanID
+	for _, s := range e.Spans(&scratch) {
+		got = append(got, s.SpanID)
+	}
+	assert.Equal(t, want, got, "every record, in arrival order")
+	assert.Equal(t, len(want), e.Len())
+}
+
+func TestTable(t *testing.T) {
+	tests := []struct {
+		name string
+		// hash makes trace i's hash: colliding ones test the probing.
+		hash func(i uint64) uint64
+	}{
+		{"spread hashes", func(i uint64) uint64 { return traceHash(traceID(i)) }},
+		{"one home slot", func(uint64) uint64 { return 12345 }},
+		{"a few home slots", func(i uint64) uint64 { return i % 5 }},
+		{"hashes that wrap around", func(i uint64) uint64 { return ^uint64(0) - i%3 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var tab table
+			live := map[uint64]*Entry{}
+			check := func() {
+				t.Helper()
+				require.Equal(t, len(live), tab.n)
+				for i, e := range live {
+					require.Same(t, e, tab.get(tt.hash(i), traceID(i)), "trace %d", i)
+				}
+			}
+			// Churn as the buffer does: traces arrive, the oldest leave.
+			next, oldest := uint64(1), uint64(1)
+			for round := range 60 {
+				for range round%5 + 3 {
+					e := &Entry{ID: traceID(next), hash: tt.hash(next)}
+					require.Nil(t, tab.get(e.hash, e.ID))
+					tab.put(e.hash, e)
+					live[next] = e
+					next++
+				}
+				for range round%4 + 2 {
+					if e := live[oldest]; e != nil {
+						tab.remove(e.hash, e)
+						delete(live, oldest)
+					}
+					oldest++
+				}
+				check()
+			}
+			for i, e := range live {
+				tab.remove(e.hash, e)
+				delete(live, i)
+				check()
+			}
+			assert.Nil(t, tab.slots, "an empty table lets its slots go")
+		})
 	}
 }
 

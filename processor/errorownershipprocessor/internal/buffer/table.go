@@ -1,0 +1,104 @@
+package buffer
+
+import "go.opentelemetry.io/collector/pdata/pcommon"
+
+// table finds a shard's waiting traces by ID: open addressing with linear
+// probing on the trace hash, and deletion by backward shift. A Go map does
+// the same job, but the buffer deletes as often as it inserts, and the
+// tombstones a map's deletes leave made its lookups several times slower
+// under that churn; backward shift leaves none. It holds at most half as
+// many entries as slots.
+type table struct {
+	slots []slot // a power of two of them, or none
+	n     int
+}
+
+// slot holds an entry and its trace hash; a zero hash marks it empty.
+type slot struct {
+	hash uint64
+	e    *Entry
+}
+
+// minTableSlots is the size of a table's first allocation.
+const minTableSlots = 64
+
+// key makes a trace hash a slot's: never zero.
+func key(h uint64) uint64 { return h | 1 }
+
+// get returns the entry of trace id, whose hash is h, or nil.
+func (t *table) get(h uint64, id pcommon.TraceID) *Entry {
+	if t.n == 0 {
+		return nil
+	}
+	k, mask := key(h), uint64(len(t.slots)-1)
+	for i := k & mask; ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		if s.hash == 0 {
+			return nil
+		}
+		if s.hash == k && s.e.ID == id {
+			return s.e
+		}
+	}
+}
+
+// put adds e, whose trace hash is h; the caller has checked it is absent.
+func (t *table) put(h uint64, e *Entry) {
+	if 2*(t.n+1) > len(t.slots) {
+		t.grow()
+	}
+	k, mask := key(h), uint64(len(t.slots)-1)
+	i := k & mask
+	for t.slots[i].hash != 0 {
+		i = (i + 1) & mask
+	}
+	t.slots[i] = slot{hash: k, e: e}
+	t.n++
+}
+
+// remove deletes e, whose trace hash is h, if present, and moves later
+// entries of its probe run back so that no lookup stops short of them.
+func (t *table) remove(h uint64, e *Entry) {
+	if t.n == 0 {
+		return
+	}
+	k, mask := key(h), uint64(len(t.slots)-1)
+	i := k & mask
+	for t.slots[i].e != e {
+		if t.slots[i].hash == 0 {
+			return
+		}
+		i = (i + 1) & mask
+	}
+	for j := (i + 1) & mask; t.slots[j].hash != 0; j = (j + 1) & mask {
+		// The entry at j may move to the hole at i unless its home slot
+		// lies cyclically in (i, j].
+		if home := t.slots[j].hash & mask; (j-home)&mask >= (j-i)&mask {
+			t.slots[i] = t.slots[j]
+			i = j
+		}
+	}
+	t.slots[i] = slot{}
+	t.n--
+	if t.n == 0 && len(t.slots) > minTableSlots {
+		t.slots = nil // a burst's table does not stay resident
+	}
+}
+
+func (t *table) grow() {
+	old := t.slots
+	t.slots = make([]slot, max(minTableSlots, 2*len(old)))
+	t.n = 0
+	mask := uint64(len(t.slots) - 1)
+	for _, s := range old {
+		if s.hash == 0 {
+			continue
+		}
+		i := s.hash & mask
+		for t.slots[i].hash != 0 {
+			i = (i + 1) & mask
+		}
+		t.slots[i] = s
+		t.n++
+	}
+}
