@@ -3,6 +3,7 @@ package hints
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -44,9 +45,12 @@ const (
 // Its methods are safe for concurrent use; Mode and BudgetLimits are one
 // atomic load and a map lookup.
 type Client struct {
-	url      string
+	url string
+	// shown is url as errors name it, without a password it may hold.
+	shown    string
 	service  string
 	http     *http.Client
+	header   http.Header
 	now      func() time.Time
 	maxStale time.Duration
 
@@ -71,8 +75,24 @@ type state struct {
 type Option func(*Client)
 
 // WithHTTPClient makes the Client fetch with hc (default: a client with a
-// 5 s timeout).
+// 5 s timeout): a collector serving hints over TLS with a certificate of a
+// private CA needs one whose Transport trusts it (TLSClientConfig.RootCAs).
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = hc } }
+
+// WithHeader makes the Client send the header name: value with every
+// request, such as the credentials the collector's authenticator for the
+// hints endpoint expects — for the bearertokenauth extension,
+// WithHeader("Authorization", "Bearer "+token). For credentials that
+// change while the service runs (a token file that is rotated), give
+// WithHTTPClient a client whose Transport sets them on each request.
+func WithHeader(name, value string) Option {
+	return func(c *Client) {
+		if c.header == nil {
+			c.header = http.Header{}
+		}
+		c.header.Add(name, value)
+	}
+}
 
 // WithClock makes the Client read time from now, for tests.
 func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = now } }
@@ -94,6 +114,10 @@ func New(baseURL, service string, opts ...Option) *Client {
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	c.shown = "(a URL that cannot be parsed)"
+	if u, err := url.Parse(c.url); err == nil {
+		c.shown = u.Redacted()
 	}
 	return c
 }
@@ -138,7 +162,14 @@ func (c *Client) Refresh(ctx context.Context) (next time.Duration, err error) {
 func (c *Client) fetch(ctx context.Context) (time.Duration, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
 	if err != nil {
-		return 0, err
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL, which may hold a password
+		}
+		return 0, fmt.Errorf("hints: %s: %w", c.shown, err)
+	}
+	for k, v := range c.header {
+		req.Header[k] = v
 	}
 	req.Header.Set("Accept", "application/json")
 	old := c.state.Load()
@@ -158,21 +189,21 @@ func (c *Client) fetch(ctx context.Context) (time.Duration, error) {
 		c.state.Store(&st)
 		return pollAfter(res.Header, old.hints), nil
 	case res.StatusCode != http.StatusOK:
-		return 0, fmt.Errorf("hints: %s: %s", c.url, res.Status)
+		return 0, fmt.Errorf("hints: %s: %s", c.shown, res.Status)
 	}
 	body, err := io.ReadAll(io.LimitReader(res.Body, maxBody+1))
 	if err != nil {
 		return 0, err
 	}
 	if len(body) > maxBody {
-		return 0, fmt.Errorf("hints: %s: body over %d bytes", c.url, maxBody)
+		return 0, fmt.Errorf("hints: %s: body over %d bytes", c.shown, maxBody)
 	}
 	h := new(ownership.Hints)
 	if err := json.Unmarshal(body, h); err != nil {
-		return 0, fmt.Errorf("hints: %s: %w", c.url, err)
+		return 0, fmt.Errorf("hints: %s: %w", c.shown, err)
 	}
 	if err := h.Validate(c.service); err != nil {
-		return 0, fmt.Errorf("hints: %s: %w", c.url, err)
+		return 0, fmt.Errorf("hints: %s: %w", c.shown, err)
 	}
 	c.state.Store(&state{hints: h, index: newIndex(h.Edges), limits: h.Budget(), checked: c.now()})
 	c.etag = res.Header.Get("ETag")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -350,5 +351,48 @@ func TestMaxAge(t *testing.T) {
 		if got != want {
 			t.Errorf("maxAge(%q) = %v, want %v", cc, got, want)
 		}
+	}
+}
+
+// TestCredentials: WithHeader sends the credentials an authenticator
+// expects with every request, and no error shows a password the URL holds.
+func TestCredentials(t *testing.T) {
+	const token, password = "s3cret-token", "pa55word"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		fmt.Fprint(w, sample)
+	}))
+	defer srv.Close()
+	withPassword := strings.Replace(srv.URL, "://", "://collector:"+password+"@", 1)
+	for _, tc := range []struct {
+		name, baseURL string
+		opts          []Option
+		wantErr       string // "" for none
+	}{
+		{"the right token", srv.URL, []Option{WithHeader("Authorization", "Bearer "+token)}, ""},
+		{"no token", srv.URL, nil, "401 Unauthorized"},
+		{"the wrong token", srv.URL, []Option{WithHeader("Authorization", "Bearer nope")}, "401 Unauthorized"},
+		{"a password in the URL", withPassword, nil, "collector:xxxxx@"},
+		{"a password in a URL that cannot be parsed", withPassword + ":bad port", nil, "(a URL that cannot be parsed)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(tc.baseURL, "checkout", tc.opts...)
+			_, err := c.Refresh(context.Background())
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("Refresh: %v", err)
+			case tc.wantErr == "":
+				if _, ok := c.Hints(); !ok {
+					t.Fatal("no hints after a good answer")
+				}
+			case err == nil || !strings.Contains(err.Error(), tc.wantErr):
+				t.Fatalf("Refresh: %v, want an error saying %q", err, tc.wantErr)
+			case strings.Contains(err.Error(), password):
+				t.Fatalf("the error shows the password: %v", err)
+			}
+		})
 	}
 }

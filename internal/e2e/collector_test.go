@@ -62,6 +62,7 @@ const configTemplate = `
 extensions:
   health_check:
     endpoint: %[1]s
+%[7]s
 receivers:
   otlp:
     protocols:
@@ -79,7 +80,7 @@ exporters:
     path: %[4]s
     format: json
 service:
-  extensions: [health_check]
+  extensions: [health_check%[8]s]
   telemetry:
     logs:
       level: info
@@ -110,10 +111,22 @@ func startCollector(t *testing.T, bin string) *collector {
 	return startCollectorWith(t, bin, defaultProcessor)
 }
 
+// extension is an extension the collector runs beside health_check.
+type extension struct {
+	id     string // such as bearertokenauth/hints
+	config string // indented by four spaces
+}
+
 // startCollectorWith starts the collector with the given errorownership
-// section (indented by four spaces) and waits for its health check.
-func startCollectorWith(t *testing.T, bin, processorSection string) *collector {
+// section (indented by four spaces) and extensions, and waits for its
+// health check.
+func startCollectorWith(t *testing.T, bin, processorSection string, extensions ...extension) *collector {
 	t.Helper()
+	var extConfig, extIDs strings.Builder
+	for _, e := range extensions {
+		fmt.Fprintf(&extConfig, "  %s:\n%s\n", e.id, e.config)
+		extIDs.WriteString(", " + e.id)
+	}
 	dir := t.TempDir()
 	metricsPort := freePort(t)
 	c := &collector{
@@ -125,7 +138,7 @@ func startCollectorWith(t *testing.T, bin, processorSection string) *collector {
 		log:         &bytes.Buffer{},
 	}
 	cfg := filepath.Join(dir, "config.yaml")
-	require.NoError(t, os.WriteFile(cfg, fmt.Appendf(nil, configTemplate, c.healthAddr, c.grpcAddr, c.httpAddr, c.outFile, metricsPort, processorSection), 0o644))
+	require.NoError(t, os.WriteFile(cfg, fmt.Appendf(nil, configTemplate, c.healthAddr, c.grpcAddr, c.httpAddr, c.outFile, metricsPort, processorSection, extConfig.String(), extIDs.String()), 0o644))
 	c.cmd = exec.Command(bin, "--config", cfg)
 	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
 	require.NoError(t, c.cmd.Start())
@@ -135,9 +148,9 @@ func startCollectorWith(t *testing.T, bin, processorSection string) *collector {
 			_ = c.cmd.Wait()
 		}
 		if t.Failed() {
-			// A password in the configuration must not reach the test
-			// output, even if the collector logged it.
-			t.Logf("collector log:\n%s", strings.ReplaceAll(c.log.String(), testPassword, "xxxxx"))
+			// A password or token in the configuration must not reach the
+			// test output, even if the collector logged it.
+			t.Logf("collector log:\n%s", strings.NewReplacer(testPassword, "xxxxx", testToken, "xxxxx").Replace(c.log.String()))
 		}
 	})
 	require.Eventually(t, func() bool {

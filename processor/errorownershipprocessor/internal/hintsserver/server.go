@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +32,12 @@ import (
 // and the cache must not be filled with junk.
 const maxServiceName = 255
 
+// maxHeaderBytes bounds a request's line and headers (net/http allows 4 KiB
+// more, then answers 431): a hints request is a short GET with a token,
+// and net/http's 1 MiB default would let every connection hold that much
+// before the authenticator has looked at it.
+const maxHeaderBytes = 64 << 10
+
 // Source gives the view of the edge model the hints are served from.
 type Source interface {
 	View(ctx context.Context) (*edges.View, error)
@@ -39,11 +46,14 @@ type Source interface {
 // Server serves each service its hints from the processor's edge model,
 // encoding each service's answer once per view of the model.
 type Server struct {
-	http   confighttp.ServerConfig
-	ttl    time.Duration
-	budget ownership.RetryBudget
-	source Source
-	logger *zap.Logger
+	http confighttp.ServerConfig
+	// authParams are the query parameters confighttp hands the
+	// authenticator (auth.request_params): the only ones besides service.
+	authParams []string
+	ttl        time.Duration
+	budget     ownership.RetryBudget
+	source     Source
+	logger     *zap.Logger
 
 	srv     *http.Server
 	serving sync.WaitGroup
@@ -64,7 +74,11 @@ type answer struct {
 // New returns a server listening as server says, telling services to use
 // their hints for ttl and to keep budget.
 func New(server confighttp.ServerConfig, ttl time.Duration, budget ownership.RetryBudget, source Source, logger *zap.Logger) *Server {
-	return &Server{http: server, ttl: ttl, budget: budget, source: source, logger: logger}
+	h := &Server{http: server, ttl: ttl, budget: budget, source: source, logger: logger}
+	if auth := server.Auth.Get(); auth != nil {
+		h.authParams = auth.RequestParameters
+	}
+	return h
 }
 
 // Start listens on the configured endpoint.
@@ -73,11 +87,12 @@ func (h *Server) Start(ctx context.Context, host component.Host, set component.T
 	if err != nil {
 		return fmt.Errorf("hints: cannot listen on %q: %w", h.http.NetAddr.Endpoint, err)
 	}
-	h.srv, err = h.http.ToServer(ctx, host.GetExtensions(), set, h)
+	h.srv, err = h.http.ToServer(ctx, host.GetExtensions(), set, h, confighttp.WithErrorHandler(h.refuse))
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("hints: %w", err)
 	}
+	h.srv.MaxHeaderBytes = maxHeaderBytes
 	h.serving.Add(1)
 	go func() {
 		defer h.serving.Done()
@@ -105,6 +120,19 @@ func (h *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// refuse answers what confighttp refuses before ServeHTTP is called — a
+// request without valid credentials (401), a Content-Encoding it cannot
+// decode (400) — with a fixed message: confighttp's own would show the
+// authenticator's error text, or echo the request's header, to anyone.
+func (h *Server) refuse(w http.ResponseWriter, _ *http.Request, reason string, code int) {
+	h.logger.Debug("Refused an ownership hints request", zap.Int("status", code), zap.String("reason", reason))
+	msg := "the request is malformed: a hints request is a GET without a body"
+	if code == http.StatusUnauthorized {
+		msg = "unauthorized: send the credentials the collector's authenticator for hints expects"
+	}
+	httpError(w, code, msg)
+}
+
 // ServeHTTP answers GET /v1/hints?service=NAME.
 func (h *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != ownership.HintsPath {
@@ -118,7 +146,7 @@ func (h *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// The service name goes to the cache, the logs and the database: it
 	// must be one short, printable UTF-8 string.
-	service, problem := serviceParam(r.URL.RawQuery)
+	service, problem := serviceParam(r.URL.RawQuery, h.authParams)
 	switch {
 	case problem != "":
 		httpError(w, http.StatusBadRequest, problem+": ask for "+ownership.HintsPath+"?service=NAME")
@@ -143,6 +171,7 @@ func (h *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr := w.Header()
 	hdr["Etag"] = ans.headers["Etag"]
 	hdr["Cache-Control"] = ans.headers["Cache-Control"]
+	hdr["X-Content-Type-Options"] = nosniff
 	if etagMatches(r.Header["If-None-Match"], ans.etag) {
 		w.WriteHeader(http.StatusNotModified)
 		return
@@ -216,23 +245,32 @@ func (h *Server) encode(service string, edges []ownership.HintEdge, at time.Time
 
 // serviceParam finds the service parameter in a raw query string without
 // building the map url.ParseQuery would. It returns a problem, to answer
-// 400 with, for a service parameter given twice, a malformed escape in it,
-// or a name that is not valid UTF-8 or holds control characters (NUL, line
+// 400 with, for a parameter other than service and the authenticator's
+// (authParams), a malformed escape, a service parameter given twice, or a
+// name that is not valid UTF-8 or holds control characters (NUL, line
 // breaks, terminal escapes): no service is called so, and such a name must
-// reach neither the logs nor the database.
-func serviceParam(raw string) (service, problem string) {
+// reach neither the logs nor the database. The problems do not repeat what
+// the request said.
+func serviceParam(raw string, authParams []string) (service, problem string) {
 	found := false
 	for part := range strings.SplitSeq(raw, "&") {
+		if part == "" {
+			continue // "service=a&", as some clients build it
+		}
 		k, v, _ := strings.Cut(part, "=")
-		// Other parameters are not ours to judge, even malformed ones.
-		if k, ok := unescape(k); !ok || k != "service" {
+		k, ok := unescape(k)
+		switch {
+		case !ok:
+			return "", "the query string is malformed"
+		case k != "service" && slices.Contains(authParams, k):
 			continue
+		case k != "service":
+			return "", "unknown query parameter: only service is accepted"
 		}
 		if found {
 			return "", "the service query parameter is given more than once; ask for one service"
 		}
 		found = true
-		var ok bool
 		if service, ok = unescape(v); !ok {
 			return "", "the query string is malformed"
 		}
@@ -269,8 +307,16 @@ func etagMatches(values []string, etag string) bool {
 	return false
 }
 
+// nosniff stops a browser from reading a body as anything but JSON.
+var nosniff = []string{"nosniff"}
+
+// httpError answers code with msg, a fixed text that neither repeats the
+// request nor tells what failed inside, in a JSON error no cache keeps.
 func httpError(w http.ResponseWriter, code int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
+	hdr := w.Header()
+	hdr.Set("Content-Type", "application/json")
+	hdr["X-Content-Type-Options"] = nosniff
+	hdr.Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
 }

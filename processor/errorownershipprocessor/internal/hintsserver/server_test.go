@@ -12,12 +12,20 @@ func TestServiceParam(t *testing.T) {
 		problem   string // a fragment of the problem; "" for none
 	}{
 		{"service=checkout", "checkout", ""},
-		{"a=1&service=check%20out", "check out", ""},
+		{"service=check%20out", "check out", ""},
 		{"service=a+b", "a b", ""},
 		{"servic%65=checkout", "checkout", ""},
 		{"service=caf%C3%A9", "café", ""},
-		{"other=1", "", ""},
-		{"other=%zz&o%zz=1&service=x", "x", ""},
+		{"&service=x&&", "x", ""},
+		{"service=x&token=abc", "x", ""},
+		{"token=%zz&service=x", "x", ""},
+		{"", "", ""},
+		{"service", "", ""},
+		{"other=1", "", "unknown query parameter"},
+		{"a=1&service=x", "", "unknown query parameter"},
+		{"service=x&Token=abc", "", "unknown query parameter"},
+		{"=x&service=x", "", "unknown query parameter"},
+		{"o%zz=1&service=x", "", "malformed"},
 		{"service=%zz", "", "malformed"},
 		{"service=%00", "", "control characters"},
 		{"service=%ff", "", "not valid UTF-8"},
@@ -26,7 +34,7 @@ func TestServiceParam(t *testing.T) {
 		{"service=&service=b", "", "more than once"},
 	}
 	for _, tt := range tests {
-		got, problem := serviceParam(tt.raw)
+		got, problem := serviceParam(tt.raw, []string{"token"})
 		assert.Equal(t, tt.want, got, tt.raw)
 		if tt.problem == "" {
 			assert.Empty(t, problem, tt.raw)
