@@ -1,19 +1,14 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -27,176 +22,6 @@ import (
 	"github.com/errorownership/errorownership/internal/otlpfile"
 	"github.com/errorownership/errorownership/internal/scenario"
 )
-
-const repoRoot = "../.."
-
-// buildCollector runs `make otelcol` and returns the binary's path. The
-// build takes a minute or more when cold; make skips it when nothing changed.
-func buildCollector(t *testing.T) string {
-	t.Helper()
-	cmd := exec.Command("make", "otelcol")
-	cmd.Dir = repoRoot
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "make otelcol:\n%s", out)
-	bin, err := filepath.Abs(filepath.Join(repoRoot, "bin", "otelcol-errorownership"))
-	require.NoError(t, err)
-	return bin
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-type collector struct {
-	grpcAddr, httpAddr, healthAddr, metricsAddr string
-	outFile                                     string
-	log                                         *bytes.Buffer
-	cmd                                         *exec.Cmd
-}
-
-const configTemplate = `
-extensions:
-  health_check:
-    endpoint: %[1]s
-receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: %[2]s
-      http:
-        endpoint: %[3]s
-processors:
-  errorownership:
-%[6]s
-exporters:
-  debug:
-    verbosity: basic
-  file:
-    path: %[4]s
-    format: json
-service:
-  extensions: [health_check]
-  telemetry:
-    logs:
-      level: info
-    metrics:
-      level: detailed
-      readers:
-        - pull:
-            exporter:
-              prometheus:
-                host: 127.0.0.1
-                port: %[5]d
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [errorownership]
-      exporters: [file, debug]
-`
-
-// defaultProcessor is the errorownership section of the tests that need
-// no store.
-const defaultProcessor = `    decision_wait: 300ms
-    flush_interval: 1s
-    edge_model:
-      half_life: 0s`
-
-func startCollector(t *testing.T, bin string) *collector {
-	t.Helper()
-	return startCollectorWith(t, bin, defaultProcessor)
-}
-
-// startCollectorWith starts the collector with the given errorownership
-// section (indented by four spaces) and waits for its health check.
-func startCollectorWith(t *testing.T, bin, processorSection string) *collector {
-	t.Helper()
-	dir := t.TempDir()
-	metricsPort := freePort(t)
-	c := &collector{
-		healthAddr:  fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		grpcAddr:    fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		httpAddr:    fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		metricsAddr: fmt.Sprintf("127.0.0.1:%d", metricsPort),
-		outFile:     filepath.Join(dir, "out.json"),
-		log:         &bytes.Buffer{},
-	}
-	cfg := filepath.Join(dir, "config.yaml")
-	require.NoError(t, os.WriteFile(cfg, fmt.Appendf(nil, configTemplate, c.healthAddr, c.grpcAddr, c.httpAddr, c.outFile, metricsPort, processorSection), 0o644))
-	c.cmd = exec.Command(bin, "--config", cfg)
-	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
-	require.NoError(t, c.cmd.Start())
-	t.Cleanup(func() {
-		if c.cmd.ProcessState == nil {
-			_ = c.cmd.Process.Kill()
-			_ = c.cmd.Wait()
-		}
-		if t.Failed() {
-			// A password in the configuration must not reach the test
-			// output, even if the collector logged it.
-			t.Logf("collector log:\n%s", strings.ReplaceAll(c.log.String(), testPassword, "xxxxx"))
-		}
-	})
-	require.Eventually(t, func() bool {
-		resp, err := http.Get("http://" + c.healthAddr + "/")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 30*time.Second, 50*time.Millisecond, "the health check never answered 200")
-	return c
-}
-
-// stop shuts the collector down gracefully, so that the processor analyses
-// what it buffered and the file exporter flushes.
-func (c *collector) stop(t *testing.T) {
-	t.Helper()
-	require.NoError(t, c.cmd.Process.Signal(os.Interrupt))
-	done := make(chan error, 1)
-	go func() { done <- c.cmd.Wait() }()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the collector did not stop within 30s")
-	}
-}
-
-// metric sums the samples of a Prometheus metric whose name starts with
-// name and whose labels contain every want label.
-func (c *collector) metric(t *testing.T, name string, want ...string) float64 {
-	t.Helper()
-	resp, err := http.Get("http://" + c.metricsAddr + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	sum := 0.0
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name) {
-			continue
-		}
-		match := true
-		for _, w := range want {
-			match = match && strings.Contains(line, w)
-		}
-		if !match {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		require.NoError(t, err, line)
-		sum += v
-	}
-	return sum
-}
 
 // scenarioRequests reads a scenario file's requests, one per line.
 func scenarioRequests(t *testing.T, name string) []ptrace.Traces {

@@ -193,29 +193,9 @@ func TestShopEndToEnd(t *testing.T) {
 	healthAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	otlpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	hintsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	cfg := filepath.Join(dir, "otelcol.yaml")
-	require.NoError(t, os.WriteFile(cfg, fmt.Appendf(nil, shopCollectorConfig, healthAddr, otlpAddr, dsn, hintsAddr, freePort(t)), 0o644))
-	col := &collector{healthAddr: healthAddr, log: &bytes.Buffer{}}
-	col.cmd = exec.Command(collectorBin, "--config", cfg)
-	col.cmd.Stdout, col.cmd.Stderr = col.log, col.log
-	require.NoError(t, col.cmd.Start())
-	t.Cleanup(func() {
-		if col.cmd.ProcessState == nil {
-			_ = col.cmd.Process.Kill()
-			_ = col.cmd.Wait()
-		}
-		if t.Failed() {
-			t.Logf("collector log:\n%s", col.log)
-		}
-	})
-	require.Eventually(t, func() bool {
-		res, err := http.Get("http://" + healthAddr + "/")
-		if err != nil {
-			return false
-		}
-		res.Body.Close()
-		return res.StatusCode == http.StatusOK
-	}, 30*time.Second, 50*time.Millisecond, "the collector's health check never answered 200")
+	metricsPort := freePort(t)
+	col := startConfigured(t, collectorBin, fmt.Sprintf(shopCollectorConfig, healthAddr, otlpAddr, dsn, hintsAddr, metricsPort),
+		healthAddr, fmt.Sprintf("127.0.0.1:%d", metricsPort))
 	hintsURL := "http://" + hintsAddr
 
 	// Fault rates per attempt: the hooks retry within a 10 % budget, so a
@@ -263,8 +243,8 @@ func TestShopEndToEnd(t *testing.T) {
 	// decision_wait and a flush later everything is analysed and written;
 	// a graceful stop of the collector writes the last bucket.
 	time.Sleep(3 * time.Second)
-	require.NoError(t, col.cmd.Process.Signal(syscall.SIGTERM))
-	require.NoError(t, col.cmd.Wait())
+	_, err := col.Terminate(time.Minute)
+	require.NoError(t, err)
 
 	// What happened, by checkout's request (its server span).
 	type verdictCounts map[string]int

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -59,26 +58,6 @@ func post(t *testing.T, c *collector, td ptrace.Traces) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-}
-
-// terminate sends SIGTERM and waits for the collector to exit, failing the
-// test if it has not within limit. It returns how long it took and the
-// collector's log, with its exit status.
-func terminate(t *testing.T, c *collector, limit time.Duration) (took time.Duration, log string) {
-	t.Helper()
-	done := make(chan error, 1)
-	start := time.Now()
-	require.NoError(t, c.cmd.Process.Signal(syscall.SIGTERM))
-	go func() { done <- c.cmd.Wait() }()
-	select {
-	case err := <-done:
-		took = time.Since(start)
-		t.Logf("the collector exited %v after SIGTERM (%v)", took.Round(time.Millisecond), err)
-		return took, c.log.String()
-	case <-time.After(limit):
-		t.Fatalf("the collector was still running %v after SIGTERM", limit)
-		return 0, ""
-	}
 }
 
 // checkLog fails the test unless the log holds every fragment, and if it
