@@ -156,6 +156,9 @@ func (p *Process) Signal(sig syscall.Signal) error { return p.cmd.Process.Signal
 // Wait waits until the collector exits or limit passes, and returns its
 // exit status, or an error saying it still runs.
 func (p *Process) Wait(limit time.Duration) error {
+	if !p.Running() {
+		return p.err
+	}
 	select {
 	case <-p.exited:
 		return p.err
