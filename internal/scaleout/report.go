@@ -140,11 +140,13 @@ func (rep *Report) printReplicas(w io.Writer, p, prev *Phase, withLB bool) {
 			cells = append(cells, num(f.v(p.TelemetrySince(a, prev))))
 		}
 		cells = append(cells, num(f.v(sum(analysers))))
-		if f.name != "partitions consumed" {
-			cells = append(cells, num(f.v(p.TelemetrySince(Gateway, prev))))
-			if withLB {
-				cells = append(cells, num(f.v(sum(rep.Collectors[LoadBalancer]))))
-			}
+		gw, lb := num(f.v(p.TelemetrySince(Gateway, prev))), num(f.v(sum(rep.Collectors[LoadBalancer])))
+		if f.name == "partitions consumed" {
+			gw, lb = "", "" // they consume none
+		}
+		cells = append(cells, gw)
+		if withLB {
+			cells = append(cells, lb)
 		}
 		row(tw, cells...)
 	}
