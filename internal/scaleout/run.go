@@ -56,8 +56,8 @@ type Options struct {
 	// consuming it at first [2].
 	Partitions, Replicas int
 	// ChainRequests are the root requests per chain policy, and
-	// CheckoutRequests the checkout root requests, in each of the warm-up
-	// and measured phases [150, 2000].
+	// CheckoutRequests the checkout root requests, in each of the warm-up,
+	// measured and scaled phases [150, 2000].
 	ChainRequests, CheckoutRequests int
 	// Rebalance is how long traffic flows in the rebalance phase, in which
 	// one analysis collector is stopped after a quarter of it and another
@@ -65,7 +65,8 @@ type Options struct {
 	Rebalance time.Duration
 	// Timings are the collectors' [decision_wait 2s].
 	Timings Timings
-	Seed    uint64
+	// Seed seeds the simulated services' faults [1].
+	Seed uint64
 	// Progress receives a line per step.
 	Progress io.Writer
 }
