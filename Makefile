@@ -8,7 +8,7 @@ PKGS     ?= ./...
 BENCHTIME ?= 1s
 DB_DIR   ?= .db
 
-.PHONY: all build test lint bench fuzz soak demo scenarios otelcol run clean db db-stop
+.PHONY: all build test lint bench fuzz soak demo scale-demo scenarios otelcol run clean db db-stop
 
 all: lint build test
 
@@ -34,6 +34,10 @@ bench:
 ## demo: the retry-storm simulator: real services, the processor, PostgreSQL, the figures of docs/design.md §1 (flags: ARGS="--keep")
 demo:
 	$(GO) run ./cmd/errorownership demo $(ARGS)
+
+## scale-demo: the scale-out on Kafka with the built collectors, per replica and merged, beside one gateway and a load balancer
+scale-demo: $(OTELCOL)
+	$(GO) run ./internal/scaleout/scaledemo --otelcol $(OTELCOL) --configs testdata
 
 ## scenarios: the bundled trace stories, analysed offline with errorownership analyze
 scenarios:

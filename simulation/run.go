@@ -62,6 +62,10 @@ type RunConfig struct {
 	OTLPEndpoint string
 	Requests     int
 	Concurrency  int
+	// Rate, if positive, spreads the root requests at this many a second
+	// over the run, so that traffic flows for a while, as it does while
+	// collectors are replaced; 0 sends them as fast as Concurrency allows.
+	Rate float64
 	// BudgetRatio and BudgetMin are the clients' retry budget limits.
 	BudgetRatio, BudgetMin float64
 	Seed                   uint64
@@ -339,9 +343,18 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 	var next atomic.Int64
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	sendFrom := time.Now()
 	for range cfg.Concurrency {
 		wg.Go(func() {
-			for next.Add(1) <= int64(cfg.Requests) && ctx.Err() == nil {
+			for n := next.Add(1); n <= int64(cfg.Requests) && ctx.Err() == nil; n = next.Add(1) {
+				if cfg.Rate > 0 {
+					due := sendFrom.Add(time.Duration(float64(n-1) / cfg.Rate * float64(time.Second)))
+					select {
+					case <-time.After(time.Until(due)):
+					case <-ctx.Done():
+						return
+					}
+				}
 				r, err := driver.Get(rootURL)
 				if err != nil {
 					mu.Lock()

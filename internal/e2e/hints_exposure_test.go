@@ -141,7 +141,7 @@ func checkRevealsNothing(t *testing.T, res *http.Response, body string, leaks ..
 // checkLogHidesToken fails if the collector logged the token.
 func checkLogHidesToken(t *testing.T, c *collector) {
 	t.Helper()
-	if strings.Contains(c.log.String(), testToken) {
+	if strings.Contains(c.Log(), testToken) {
 		t.Error("the collector log shows the bearer token")
 	}
 }
@@ -266,7 +266,7 @@ func TestHintsWithTheDatabaseDown(t *testing.T) {
 					return err == nil
 				}, time.Minute, 200*time.Millisecond, "the hints, once the database answers")
 			}
-			checkLog(t, c.log.String())
+			checkLog(t, c.Log())
 			checkLogHidesToken(t, c)
 		})
 	}

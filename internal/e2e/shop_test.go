@@ -210,8 +210,8 @@ func TestShopEndToEnd(t *testing.T) {
 	// decision_wait and a flush later everything is analysed and written;
 	// a graceful stop of the collector writes the last bucket.
 	time.Sleep(3 * time.Second)
-	require.NoError(t, col.cmd.Process.Signal(syscall.SIGTERM))
-	require.NoError(t, col.cmd.Wait())
+	_, err := col.Terminate(time.Minute)
+	require.NoError(t, err)
 
 	// What happened, by checkout's request (its server span).
 	type verdictCounts map[string]int

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -42,26 +41,6 @@ func sendTraces(t *testing.T, c *collector, stamp uint32) {
 	for _, td := range scenarioRequests(t, "chain_retry_every_hop") {
 		scenario.Restamp(td, stamp)
 		c.post(t, td)
-	}
-}
-
-// terminate sends SIGTERM and waits for the collector to exit, failing the
-// test if it has not within limit. It returns how long it took and the
-// collector's log, with its exit status.
-func terminate(t *testing.T, c *collector, limit time.Duration) (took time.Duration, log string) {
-	t.Helper()
-	done := make(chan error, 1)
-	start := time.Now()
-	require.NoError(t, c.cmd.Process.Signal(syscall.SIGTERM))
-	go func() { done <- c.cmd.Wait() }()
-	select {
-	case err := <-done:
-		took = time.Since(start)
-		t.Logf("the collector exited %v after SIGTERM (%v)", took.Round(time.Millisecond), err)
-		return took, c.log.String()
-	case <-time.After(limit):
-		t.Fatalf("the collector was still running %v after SIGTERM", limit)
-		return 0, ""
 	}
 }
 
