@@ -81,6 +81,9 @@ func (s *Symbols) Intern(name string) Symbol {
 	return id
 }
 
+// Overflow returns the symbol names intern as once the table is full.
+func (s *Symbols) Overflow() Symbol { return s.overflow }
+
 // Lookup returns the symbol for name if the table holds it, without adding
 // it.
 func (s *Symbols) Lookup(name string) (Symbol, bool) {

@@ -279,9 +279,10 @@ func (m *Store) Read(ctx context.Context) bool {
 	}
 	v := newView(now)
 	table := make(dependencyanalysis.ModeTable)
-	// Only edges with a mode go in the table (absent is unknown), and
-	// only names this collector has seen: no trace it analyses can name an
-	// edge otherwise. The symbols are held until the table is published.
+	// Only edges with a mode go in the table (absent is unknown). Their
+	// names are interned, seen here before or not: a replica that has just
+	// started must judge its first traces by what the others learned. The
+	// symbols are held until the table is published.
 	m.inUse.RLock()
 	for i := range est {
 		e := &est[i]
@@ -310,9 +311,9 @@ func (m *Store) key(e *store.EdgeEstimate) (dependencyanalysis.EdgeKey, bool) {
 		if f.name == "" {
 			continue
 		}
-		sym, ok := m.names.Lookup(f.name)
-		if !ok {
-			return k, false
+		sym := m.names.Intern(f.name)
+		if sym == m.names.Overflow() && f.name != dependencyanalysis.OverflowName {
+			return k, false // the table is full: "_other" must not get this edge's mode
 		}
 		*f.sym = sym
 	}
