@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -37,6 +38,15 @@ type EdgeCounts struct {
 	// OK counts requests in which the call succeeded, and OKRequestFailed
 	// those of them in which the request failed anyway.
 	OK, OKRequestFailed float64
+}
+
+// add adds o's counts to c.
+func (c *EdgeCounts) add(o EdgeCounts) {
+	c.Failed += o.Failed
+	c.FailedRequestFailed += o.FailedRequestFailed
+	c.Samples += o.Samples
+	c.OK += o.OK
+	c.OKRequestFailed += o.OKRequestFailed
 }
 
 func (c *EdgeCounts) scale(f float64) {
@@ -97,20 +107,31 @@ func (t ModeTable) Mode(k EdgeKey) ownership.Mode { return t[k] }
 // span times are bounded by it, so that a host whose clock runs ahead
 // cannot age every other host's evidence.
 //
+// The model is split into parts (WithParts), each with a lock of its own:
+// goroutines that learn each learn into their own part (ObserveIn), so
+// that they never wait for one another, and readers sum an edge's counts
+// over the parts.
+//
 // Decay costs one exponential per request, not per edge and observation:
 // counts are kept scaled by 2^((t−epoch)/half-life) at the time t of each
-// observation and scaled back when read; the epoch moves forward (rescaling
-// every edge once) long before the scale could overflow.
+// observation and scaled back when read; a part's epoch moves forward
+// (rescaling its edges once) long before the scale could overflow.
 type EdgeModel struct {
 	cfg     ModelConfig
 	z       float64
 	now     func() time.Time
+	parts   []modelPart
+	maxPart int           // edges a part tracks at most
+	newest  atomic.Uint64 // the newest span time observed, a pcommon.Timestamp
+}
+
+// modelPart is one part of the model, learned into by one goroutine at a
+// time.
+type modelPart struct {
 	mu      sync.RWMutex
 	edges   map[EdgeKey]*edgeState
 	cache   [1024]modelSlot // in front of edges, as in Stats; under mu
 	epoch   pcommon.Timestamp
-	newest  pcommon.Timestamp
-	maxSize int
 	evicted uint64
 }
 
@@ -159,13 +180,24 @@ type ModelOption func(*EdgeModel)
 // observation dated after now counts as made now.
 func WithClock(now func() time.Time) ModelOption { return func(m *EdgeModel) { m.now = now } }
 
-// WithMaxEdges bounds the edges the model tracks (default 100,000). When a
-// new edge would pass it, the eighth of the edges seen least recently are
-// forgotten, so that the model keeps learning.
+// WithMaxEdges bounds the edges the model tracks (default 100,000), split
+// evenly over its parts. When a new edge would pass a part's share, the
+// eighth of the part's edges seen least recently are forgotten, so that
+// the model keeps learning.
 func WithMaxEdges(n int) ModelOption {
 	return func(m *EdgeModel) {
 		if n > 0 {
-			m.maxSize = n
+			m.maxPart = n
+		}
+	}
+}
+
+// WithParts splits the model into n parts (default 1), one for each
+// goroutine that learns (ObserveIn).
+func WithParts(n int) ModelOption {
+	return func(m *EdgeModel) {
+		if n > 0 {
+			m.parts = make([]modelPart, n)
 		}
 	}
 }
@@ -175,11 +207,15 @@ func NewEdgeModel(cfg ModelConfig, opts ...ModelOption) *EdgeModel {
 	m := &EdgeModel{
 		cfg:     cfg,
 		z:       cfg.z(),
-		edges:   make(map[EdgeKey]*edgeState),
-		maxSize: 100_000,
+		maxPart: 100_000,
+		parts:   make([]modelPart, 1),
 	}
 	for _, o := range opts {
 		o(m)
+	}
+	m.maxPart = max(1, (m.maxPart+len(m.parts)-1)/len(m.parts))
+	for i := range m.parts {
+		m.parts[i].edges = make(map[EdgeKey]*edgeState)
 	}
 	return m
 }
@@ -187,39 +223,48 @@ func NewEdgeModel(cfg ModelConfig, opts ...ModelOption) *EdgeModel {
 // Config returns the model's configuration.
 func (m *EdgeModel) Config() ModelConfig { return m.cfg }
 
-// halfLives is how many half-lives from the epoch to t (negative before it).
-func (m *EdgeModel) halfLives(t pcommon.Timestamp) float64 {
-	return (float64(t) - float64(m.epoch)) / float64(m.cfg.HalfLife)
+// halfLives is how many half-lives from the part's epoch to t (negative
+// before it).
+func (m *EdgeModel) halfLives(p *modelPart, t pcommon.Timestamp) float64 {
+	return (float64(t) - float64(p.epoch)) / float64(m.cfg.HalfLife)
 }
 
-// weight is the scaled weight of an observation at t. Call with mu held.
-func (m *EdgeModel) weight(t pcommon.Timestamp) float64 {
+// weight is the scaled weight in part p of an observation at t. Call with
+// p.mu held.
+func (m *EdgeModel) weight(p *modelPart, t pcommon.Timestamp) float64 {
 	if m.cfg.HalfLife <= 0 {
 		return 1
 	}
-	if m.epoch == 0 {
-		m.epoch = t
+	if p.epoch == 0 {
+		p.epoch = t
 	}
-	if h := m.halfLives(t); h > rebaseAfter {
+	if h := m.halfLives(p, t); h > rebaseAfter {
 		shift := math.Exp2(-h)
-		for _, e := range m.edges {
+		for _, e := range p.edges {
 			e.counts.scale(shift)
 		}
-		m.epoch = t
+		p.epoch = t
 	}
-	return math.Exp2(m.halfLives(t))
+	return math.Exp2(m.halfLives(p, t))
 }
 
-// unscale turns stored counts into counts weighted by age at the newest span.
-func (m *EdgeModel) unscale(c EdgeCounts) EdgeCounts {
+// unscale turns part p's stored counts into counts weighted by age at the
+// newest span. Call with p.mu held.
+func (m *EdgeModel) unscale(p *modelPart, c EdgeCounts) EdgeCounts {
 	if m.cfg.HalfLife > 0 {
-		c.scale(math.Exp2(-m.halfLives(m.newest)))
+		c.scale(math.Exp2(-m.halfLives(p, pcommon.Timestamp(m.newest.Load()))))
 	}
 	return c
 }
 
-// Observe learns from every logical call of a linked trace.
-func (m *EdgeModel) Observe(t *Trace) {
+// Observe learns from every logical call of a linked trace, into the
+// first part.
+func (m *EdgeModel) Observe(t *Trace) { m.ObserveIn(0, t) }
+
+// ObserveIn learns from every logical call of a linked trace into part
+// part (modulo the number of parts): a goroutine that always learns into
+// its own part never waits for another that learns.
+func (m *EdgeModel) ObserveIn(part int, t *Trace) {
 	if len(t.Calls) == 0 {
 		return
 	}
@@ -227,8 +272,10 @@ func (m *EdgeModel) Observe(t *Trace) {
 	if m.now != nil {
 		bound = pcommon.NewTimestampFromTime(m.now())
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	p := &m.parts[part%len(m.parts)]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	newest := pcommon.Timestamp(0)
 	for ri := range t.Requests {
 		r := &t.Requests[ri]
 		if r.CallsStart == r.CallsEnd {
@@ -236,17 +283,19 @@ func (m *EdgeModel) Observe(t *Trace) {
 		}
 		req := &t.Spans[r.Span]
 		at := min(req.End(), bound)
-		w := m.weight(at)
-		m.newest = max(m.newest, at)
+		w := m.weight(p, at)
+		newest = max(newest, at)
 		calls := t.RequestCalls(r)
 		failed := failedCalls(calls)
 		for ci := range calls {
 			c := &calls[ci]
-			e := m.observe(EdgeKey{req.Service, req.Operation, c.PeerService, c.PeerOperation}, c.Failed, failed == 1, req.Failed(), w, at)
+			e := m.observe(p, EdgeKey{req.Service, req.Operation, c.PeerService, c.PeerOperation}, c.Failed, failed == 1, req.Failed(), w, at)
 			if c.PeerAddress != NoSymbol && c.PeerAddress != c.PeerService {
 				e.remember(c.PeerAddress)
 			}
 		}
+	}
+	for old := m.newest.Load(); uint64(newest) > old && !m.newest.CompareAndSwap(old, uint64(newest)); old = m.newest.Load() {
 	}
 }
 
@@ -255,17 +304,17 @@ type modelSlot struct {
 	e *edgeState
 }
 
-func (m *EdgeModel) observe(k EdgeKey, callFailed, alone, reqFailed bool, w float64, at pcommon.Timestamp) *edgeState {
-	slot := &m.cache[(mix(k.Service, k.Operation)^mix(k.PeerService, k.PeerOperation)*31)%uint32(len(m.cache))]
+func (m *EdgeModel) observe(p *modelPart, k EdgeKey, callFailed, alone, reqFailed bool, w float64, at pcommon.Timestamp) *edgeState {
+	slot := &p.cache[(mix(k.Service, k.Operation)^mix(k.PeerService, k.PeerOperation)*31)%uint32(len(p.cache))]
 	e := slot.e
 	if e == nil || slot.k != k {
 		var ok bool
-		if e, ok = m.edges[k]; !ok {
-			if len(m.edges) >= m.maxSize {
-				m.evictLeastRecent()
+		if e, ok = p.edges[k]; !ok {
+			if len(p.edges) >= m.maxPart {
+				p.evictLeastRecent()
 			}
 			e = new(edgeState)
-			m.edges[k] = e
+			p.edges[k] = e
 		}
 		*slot = modelSlot{k, e}
 	}
@@ -287,53 +336,63 @@ func (m *EdgeModel) observe(k EdgeKey, callFailed, alone, reqFailed bool, w floa
 	return e
 }
 
-// evictLeastRecent forgets the eighth of the edges observed least
+// evictLeastRecent forgets the eighth of the part's edges observed least
 // recently. Call with mu held.
-func (m *EdgeModel) evictLeastRecent() {
-	lasts := make([]pcommon.Timestamp, 0, len(m.edges))
-	for _, e := range m.edges {
+func (p *modelPart) evictLeastRecent() {
+	lasts := make([]pcommon.Timestamp, 0, len(p.edges))
+	for _, e := range p.edges {
 		lasts = append(lasts, e.last)
 	}
 	slices.Sort(lasts)
 	n := max(len(lasts)/8, 1)
 	cutoff := lasts[n-1]
-	for k, e := range m.edges {
+	for k, e := range p.edges {
 		if n == 0 {
 			break
 		}
 		if e.last <= cutoff {
-			delete(m.edges, k)
+			delete(p.edges, k)
 			n--
-			m.evicted++
+			p.evicted++
 		}
 	}
-	clear(m.cache[:])
+	clear(p.cache[:])
 }
 
 // Forget drops the edges not observed since before, such as those whose
 // weight has decayed to nothing, and reports how many it dropped.
 func (m *EdgeModel) Forget(before time.Time) int {
 	t := pcommon.NewTimestampFromTime(before)
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	n := 0
-	for k, e := range m.edges {
-		if e.last < t {
-			delete(m.edges, k)
-			n++
+	for i := range m.parts {
+		p := &m.parts[i]
+		p.mu.Lock()
+		dropped := 0
+		for k, e := range p.edges {
+			if e.last < t {
+				delete(p.edges, k)
+				dropped++
+			}
 		}
-	}
-	if n > 0 {
-		clear(m.cache[:])
+		if dropped > 0 {
+			clear(p.cache[:])
+		}
+		p.mu.Unlock()
+		n += dropped
 	}
 	return n
 }
 
 // Evicted reports how many edges the bound made the model forget.
 func (m *EdgeModel) Evicted() uint64 {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.evicted
+	var n uint64
+	for i := range m.parts {
+		p := &m.parts[i]
+		p.mu.RLock()
+		n += p.evicted
+		p.mu.RUnlock()
+	}
+	return n
 }
 
 // Mode returns the edge's mode.
@@ -341,15 +400,18 @@ func (m *EdgeModel) Mode(k EdgeKey) ownership.Mode {
 	return m.Estimate(k).Mode
 }
 
-// Estimate returns the edge's counts, weighted by age at the newest span
-// seen, and its mode.
+// Estimate returns the edge's counts, summed over the parts and weighted
+// by age at the newest span seen, and its mode.
 func (m *EdgeModel) Estimate(k EdgeKey) Estimate {
-	m.mu.RLock()
 	var c EdgeCounts
-	if e, ok := m.edges[k]; ok {
-		c = m.unscale(e.counts)
+	for i := range m.parts {
+		p := &m.parts[i]
+		p.mu.RLock()
+		if e, ok := p.edges[k]; ok {
+			c.add(m.unscale(p, e.counts))
+		}
+		p.mu.RUnlock()
 	}
-	m.mu.RUnlock()
 	return m.Judge(c)
 }
 
@@ -390,41 +452,62 @@ func (c ModelConfig) judge(counts EdgeCounts, z float64) Estimate {
 
 // Edges calls fn for every edge with its estimate and the addresses its
 // caller used to reach the peer (when named otherwise), in no particular
-// order.
+// order. A part's lock is held only while its edges are copied.
 func (m *EdgeModel) Edges(fn func(k EdgeKey, est Estimate, addresses []Symbol)) {
 	type edge struct {
-		k EdgeKey
 		c EdgeCounts
 		a []Symbol
 	}
-	m.mu.RLock()
-	all := make([]edge, 0, len(m.edges))
-	for k, e := range m.edges {
-		all = append(all, edge{k, m.unscale(e.counts), e.addressList()})
+	all := make(map[EdgeKey]*edge)
+	for i := range m.parts {
+		p := &m.parts[i]
+		p.mu.RLock()
+		for k, e := range p.edges {
+			x := all[k]
+			if x == nil {
+				x = &edge{}
+				all[k] = x
+			}
+			x.c.add(m.unscale(p, e.counts))
+			for _, a := range e.addressList() {
+				if !slices.Contains(x.a, a) {
+					x.a = append(x.a, a)
+				}
+			}
+		}
+		p.mu.RUnlock()
 	}
-	m.mu.RUnlock()
-	for _, x := range all {
-		fn(x.k, m.Judge(x.c), x.a)
+	for k, x := range all {
+		fn(k, m.Judge(x.c), x.a)
 	}
 }
 
 // Len reports how many edges the model tracks.
 func (m *EdgeModel) Len() int {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return len(m.edges)
+	if len(m.parts) == 1 {
+		p := &m.parts[0]
+		p.mu.RLock()
+		defer p.mu.RUnlock()
+		return len(p.edges)
+	}
+	n := 0
+	m.Edges(func(EdgeKey, Estimate, []Symbol) { n++ })
+	return n
 }
 
 // Symbols calls keep for every symbol the model holds, so that a sweep of
 // the symbol table (Symbols.Sweep) keeps them.
 func (m *EdgeModel) Symbols(keep func(Symbol)) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	for k, e := range m.edges {
-		k.symbols(keep)
-		for _, a := range e.addresses {
-			keep(a)
+	for i := range m.parts {
+		p := &m.parts[i]
+		p.mu.RLock()
+		for k, e := range p.edges {
+			k.symbols(keep)
+			for _, a := range e.addresses {
+				keep(a)
+			}
 		}
+		p.mu.RUnlock()
 	}
 }
 

@@ -3,6 +3,7 @@ package dependencyanalysis
 import (
 	"fmt"
 	"math"
+	"sync"
 	"testing"
 	"time"
 
@@ -194,4 +195,57 @@ func TestMinSamplesCountsRequests(t *testing.T) {
 	assert.InDelta(t, 30, est.Counts.Samples, 1e-9)
 	assert.Less(t, est.Counts.Failed, 20.0, "the weights")
 	assert.Equal(t, ownership.ModeFailOpen, est.Mode)
+}
+
+// TestEdgeModelPartsSumToTheWhole: traces learned into several parts, by
+// goroutines at once, give the estimates one part learning them all gives,
+// with decay and without.
+func TestEdgeModelPartsSumToTheWhole(t *testing.T) {
+	for _, halfLife := range []time.Duration{0, time.Minute} {
+		t.Run(fmt.Sprint("half-life ", halfLife), func(t *testing.T) {
+			cfg := DefaultConfig().EdgeModel
+			cfg.HalfLife = halfLife
+			whole, parted := NewEdgeModel(cfg), NewEdgeModel(cfg, WithParts(3))
+			type obs struct {
+				callFailed, reqFailed bool
+				at                    time.Duration
+			}
+			var all []obs
+			for i := range 90 {
+				all = append(all, obs{i%3 != 0, i%4 == 0, time.Duration(i) * time.Second})
+			}
+			for _, o := range all {
+				observeN(whole, 1, o.callFailed, o.reqFailed, o.at)
+			}
+			var wg sync.WaitGroup
+			for part := range 3 {
+				wg.Go(func() {
+					a := NewAnalyzer()
+					for i := part; i < len(all); i += 3 {
+						o := all[i]
+						ms := int(o.at / time.Millisecond)
+						parted.ObserveIn(part, a.Link(testTrace, records(
+							sp{id: 1, kind: KindServer, svc: "a", op: "GET /a", start: ms, end: ms + 1, failed: o.reqFailed},
+							sp{id: 2, parent: 1, kind: KindClient, svc: "a", op: "GET /b", peer: "b", start: ms, end: ms, failed: o.callFailed},
+						)))
+					}
+				})
+			}
+			wg.Wait()
+			want, got := whole.Estimate(edgeAB), parted.Estimate(edgeAB)
+			assert.Equal(t, want.Mode, got.Mode)
+			assert.InDelta(t, want.Counts.Failed, got.Counts.Failed, 1e-9)
+			assert.InDelta(t, want.Counts.FailedRequestFailed, got.Counts.FailedRequestFailed, 1e-9)
+			assert.InDelta(t, want.Counts.OK, got.Counts.OK, 1e-9)
+			assert.Equal(t, want.Counts.Samples, got.Counts.Samples)
+			assert.Equal(t, 1, parted.Len())
+			edges := 0
+			parted.Edges(func(k EdgeKey, est Estimate, _ []Symbol) {
+				edges++
+				assert.Equal(t, edgeAB, k)
+				assert.InDelta(t, want.Counts.Failed, est.Counts.Failed, 1e-9)
+			})
+			assert.Equal(t, 1, edges, "one edge, however many parts learned it")
+		})
+	}
 }

@@ -102,6 +102,7 @@ type scratch struct {
 // worker analyses one shard's traces.
 type worker struct {
 	p     *ownershipProcessor
+	index int // the worker's, and its shard's, place
 	shard *buffer.Shard
 	an    *dependencyanalysis.Analyzer
 	take  []*buffer.Entry
@@ -142,7 +143,8 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 	}
 	p.merged = p.newStats()
 	p.set = set.TelemetrySettings
-	p.edges = edges.NewOwn(dependencyanalysis.NewEdgeModel(engine.EdgeModel, dependencyanalysis.WithClock(time.Now)),
+	p.edges = edges.NewOwn(dependencyanalysis.NewEdgeModel(engine.EdgeModel, dependencyanalysis.WithClock(time.Now),
+		dependencyanalysis.WithParts(len(p.buffer.Shards()))),
 		p.symbols, &p.symbolsInUse, cfg.Hints.Refresh)
 	if cfg.Store.HasValue() {
 		scfg := *cfg.Store.Get()
@@ -168,9 +170,10 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 	p.scratch.New = func() any {
 		return &scratch{ex: dependencyanalysis.NewExtractor(engine, p.symbols)}
 	}
-	for _, s := range p.buffer.Shards() {
+	for i, s := range p.buffer.Shards() {
 		p.workers = append(p.workers, &worker{
 			p:     p,
+			index: i,
 			shard: s,
 			an:    dependencyanalysis.NewAnalyzer(),
 			take:  make([]*buffer.Entry, 0, maxTake),
@@ -525,7 +528,7 @@ func (w *worker) analyseTrace(e *buffer.Entry, t *tally) (ms float64, ok bool) {
 	}()
 	start := time.Now()
 	tr := w.an.Link(e.ID, e.Spans(&w.spans))
-	w.p.edges.Observe(tr)
+	w.p.edges.Observe(w.index, tr)
 	verdicts := w.an.Judge(tr, w.p.edges.Modes())
 	w.add(tr, verdicts)
 	ms = float64(time.Since(start)) / float64(time.Millisecond)

@@ -26,8 +26,10 @@ import (
 // replica's flushes (Store), so that a replica judges and advises by the
 // same evidence as every other.
 type Model interface {
-	// Observe learns from a linked trace, if this model learns from traces.
-	Observe(tr *dependencyanalysis.Trace)
+	// Observe learns from a linked trace, if this model learns from
+	// traces; worker is the analysing worker's index, so that workers
+	// learn into parts of their own (dependencyanalysis.WithParts).
+	Observe(worker int, tr *dependencyanalysis.Trace)
 	// Modes tells the verdicts each edge's mode.
 	Modes() dependencyanalysis.Modes
 	// View returns the model as the hints serve it.
@@ -97,8 +99,8 @@ func NewOwn(model *dependencyanalysis.EdgeModel, names *dependencyanalysis.Symbo
 // EdgeModel returns the model that learns.
 func (m *Own) EdgeModel() *dependencyanalysis.EdgeModel { return m.model }
 
-// Observe lets the model learn from tr.
-func (m *Own) Observe(tr *dependencyanalysis.Trace) { m.model.Observe(tr) }
+// Observe lets the model learn from tr, in the worker's part.
+func (m *Own) Observe(worker int, tr *dependencyanalysis.Trace) { m.model.ObserveIn(worker, tr) }
 
 // Modes returns the model itself: verdicts read it live.
 func (m *Own) Modes() dependencyanalysis.Modes { return m.model }
@@ -172,7 +174,7 @@ func NewStore(st *store.Store, cfg dependencyanalysis.ModelConfig, names *depend
 }
 
 // Observe does nothing: the flushes teach this model, through the store.
-func (m *Store) Observe(*dependencyanalysis.Trace) {}
+func (m *Store) Observe(int, *dependencyanalysis.Trace) {}
 
 // Modes returns the edges with a mode in the model last read.
 func (m *Store) Modes() dependencyanalysis.Modes {
