@@ -1,9 +1,9 @@
 package dependencyanalysis
 
 import (
-	"time"
 	"encoding/binary"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
