@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
 	"github.com/errorownership/errorownership/ownership"
@@ -158,10 +159,16 @@ type Store struct {
 	table   atomic.Pointer[dependencyanalysis.ModeTable]
 	current atomic.Pointer[View]
 	failing atomic.Bool // the last read failed; logged once until one succeeds
-	first   sync.Mutex  // serialises the reads hints requests make before the first success
+	// first coalesces the reads hints requests make before the first
+	// success: however many wait, the database sees one read at a time,
+	// and every waiter gets its outcome.
+	first singleflight.Group
 
-	stop context.CancelFunc // ends the reading, and a read in progress
-	done chan struct{}
+	// running ends at Shutdown, cutting short the background reading and
+	// a read a hints request shares.
+	running context.Context
+	stop    context.CancelFunc
+	done    chan struct{} // closed when the background reading has ended; nil until Start
 }
 
 // ErrNoModelYet is View's error before the store's model could ever be read.
@@ -170,7 +177,9 @@ var ErrNoModelYet = errors.New("the edge model has not been read from the store 
 // NewStore returns the model merged in st, judged by cfg, read every
 // interval once started; names map it onto the processor's symbols.
 func NewStore(st *store.Store, cfg dependencyanalysis.ModelConfig, names *dependencyanalysis.Symbols, inUse RLocker, interval time.Duration, logger *zap.Logger) *Store {
-	return &Store{store: st, cfg: cfg, names: names, inUse: inUse, interval: interval, logger: logger}
+	m := &Store{store: st, cfg: cfg, names: names, inUse: inUse, interval: interval, logger: logger}
+	m.running, m.stop = context.WithCancel(context.Background())
+	return m
 }
 
 // Observe does nothing: the flushes teach this model, through the store.
@@ -185,24 +194,34 @@ func (m *Store) Modes() dependencyanalysis.Modes {
 }
 
 // View returns the model last read. Until a read has succeeded, a hints
-// request reads it itself (one at a time), so that hints are served as
-// soon as the database answers rather than at the next interval.
+// request reads it itself, so that hints are served as soon as the
+// database answers rather than at the next interval; concurrent requests
+// share one read, which no single request's going away cuts short.
 func (m *Store) View(ctx context.Context) (*View, error) {
 	if v := m.current.Load(); v != nil {
 		return v, nil
 	}
-	m.first.Lock()
-	defer m.first.Unlock()
-	if v := m.current.Load(); v != nil {
-		return v, nil
+	ch := m.first.DoChan("", func() (any, error) {
+		if v := m.current.Load(); v != nil {
+			return v, nil
+		}
+		read, cancel := context.WithTimeout(m.running, m.interval)
+		defer cancel()
+		m.Read(read)
+		if v := m.current.Load(); v != nil {
+			return v, nil
+		}
+		return nil, ErrNoModelYet
+	})
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			return nil, res.Err
+		}
+		return res.Val.(*View), nil
+	case <-ctx.Done():
+		return nil, ErrNoModelYet
 	}
-	ctx, cancel := context.WithTimeout(ctx, m.interval)
-	defer cancel()
-	m.Read(ctx)
-	if v := m.current.Load(); v != nil {
-		return v, nil
-	}
-	return nil, ErrNoModelYet
 }
 
 // Symbols keeps the symbols of the model last read.
@@ -222,8 +241,7 @@ func (m *Store) Symbols(keep func(dependencyanalysis.Symbol)) {
 // After a failed read the next comes sooner, from a second on, so that a
 // database that comes back is read again soon.
 func (m *Store) Start() {
-	var running context.Context
-	running, m.stop = context.WithCancel(context.Background())
+	running := m.running
 	m.done = make(chan struct{})
 	go func() {
 		defer close(m.done)
@@ -255,8 +273,8 @@ func (m *Store) Start() {
 // Shutdown stops the reading, cutting a read in progress short, and waits
 // for it.
 func (m *Store) Shutdown() {
-	if m.stop != nil {
-		m.stop()
+	m.stop()
+	if m.done != nil {
 		<-m.done
 	}
 }
