@@ -58,9 +58,12 @@ db-stop:
 soak:
 	ERROROWNERSHIP_SOAK=1 $(GO) test -count=1 -timeout 90m -run 'Soak' -v $(PKGS)
 
-## fuzz: a short run of the analysis fuzzer
+## fuzz: each fuzz target for FUZZTIME (default 60s); what a run finds is kept in testdata/fuzz as a regression seed
+FUZZTIME ?= 60s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzAnalyze -fuzztime 60s ./dependencyanalysis
+	$(GO) test -run '^$$' -fuzz '^FuzzAnalyze$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./dependencyanalysis
+	$(GO) test -run '^$$' -fuzz '^FuzzProcessor$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./processor/errorownershipprocessor
+	$(GO) test -run '^$$' -fuzz '^FuzzProcessorWithStore$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./processor/errorownershipprocessor
 
 ## otelcol: build the custom collector bin/otelcol-errorownership from builder-config.yaml
 otelcol: $(OTELCOL)
