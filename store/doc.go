@@ -73,7 +73,10 @@
 // during COMMIT — can be written again: if the first COMMIT took effect the
 // retry is a duplicate, and if not the retry writes it. Instance must
 // therefore be unique per process lifetime (NewInstanceID), or Seq must
-// survive restarts.
+// survive restarts. A flush counts as written once its COMMIT returned,
+// so that COMMIT must outlive a crash of the server: where the session
+// would commit asynchronously (synchronous_commit = off), the flush's
+// transaction waits for its write-ahead log to reach the server's disk.
 //
 // # Never blocking the pipeline
 //
