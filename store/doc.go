@@ -77,6 +77,8 @@
 // so that COMMIT must outlive a crash of the server: where the session
 // would commit asynchronously (synchronous_commit = off), the flush's
 // transaction waits for its write-ahead log to reach the server's disk.
+// Schema changes a crash undid that way, or a restore from an older
+// backup, are repaired as a dropped schema is (see Writer).
 //
 // # Never blocking the pipeline
 //

@@ -140,14 +140,24 @@ const (
 	codeCheckViolation    = "23514" // no partition for a row: create it
 	codeUndefinedTable    = "42P01" // a partition or the schema is gone
 	codeUndefinedFunction = "42883" // the schema is gone
+	codeUndefinedColumn   = "42703" // a migration is gone
 )
 
-// schemaMissing reports whether err says a table or function of the schema
-// does not exist: the database is new and not migrated yet, or the schema
-// was dropped under a running collector.
+// schemaMissing reports whether err says a table, function or column of
+// the schema does not exist: the database is new and not migrated yet, the
+// schema was dropped under a running collector, or the database lost
+// migrations it had applied (restored from an older backup, or crashed
+// having acknowledged them before they reached its disk).
 func schemaMissing(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == codeUndefinedTable || pgErr.Code == codeUndefinedFunction)
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case codeUndefinedTable, codeUndefinedFunction, codeUndefinedColumn:
+		return true
+	}
+	return false
 }
 
 // Write writes one flush in one transaction, exactly once: it reports

@@ -93,12 +93,14 @@ type pending struct {
 // (data exception: text PostgreSQL cannot hold), 23 (integrity constraint
 // violation), 42 (syntax error or access rule violation: a missing
 // privilege) and 54 (program limit exceeded: an index entry too large).
-// Four codes in those classes have a repair, which is tried once per
+// Five codes in those classes have a repair, which is tried once per
 // flush before the flush is tried again: 23505 unique_violation (a bucket
 // holds rows no recorded flush wrote: merge into them), 23514
 // check_violation (no partition for a row: create the partitions), and
-// 42P01 undefined_table and 42883 undefined_function (a partition or the
-// schema was dropped: create the partitions and run the migrations again).
+// 42P01 undefined_table, 42883 undefined_function and 42703
+// undefined_column (a partition or the schema was dropped, or the
+// database lost migrations it had applied: create the partitions and run
+// the migrations again).
 // A flush refused again after its repair is rejected. Anything else (the
 // connection, the server shutting down, a deadlock, a full disk) is
 // retried.
@@ -484,8 +486,8 @@ func (w *Writer) reject(p *pending, code string, err error) {
 		fields = append(fields, zap.Int("rejected_unlogged", n))
 	}
 	msg := "The database refused an error-ownership statistics flush with an error no retry can fix; it was dropped"
-	if p.repaired&repairSchema != 0 && (code == codeUndefinedTable || code == codeUndefinedFunction) {
-		msg += ". Running the migrations again did not restore the schema: its tables or functions were dropped while " +
+	if p.repaired&repairSchema != 0 && schemaMissing(err) {
+		msg += ". Running the migrations again did not restore the schema: its tables, functions or columns were dropped while " +
 			MigrationsTable + " still records them; drop " + MigrationsTable + " too and the writer recreates the schema"
 	}
 	w.log.Error(msg, fields...)
@@ -580,9 +582,10 @@ func classify(err error) (code string, need repair, permanent bool) {
 		return "", 0, false
 	}
 	code = pgErr.Code
-	switch code {
-	case codeUndefinedTable, codeUndefinedFunction:
+	if schemaMissing(err) {
 		return code, repairSchema, true
+	}
+	switch code {
 	case codeCheckViolation:
 		return code, repairPartitions, true
 	case codeUniqueViolation:
