@@ -87,9 +87,10 @@
 // goroutine writes the queue in order and retries failures with exponential
 // backoff (100 ms doubling to 30 s, with jitter), keeping each flush's
 // identity, so a database down for minutes is caught up with when it
-// returns. The queue is bounded by Config.MaxPendingRows: past it the oldest
-// flushes are dropped and counted (WriterStats). The processor bounds the
-// audit entries it keeps per service (Config.AuditPerServicePerMinute).
+// returns. The queue, with the flush being written, is bounded by
+// Config.MaxPendingRows: past it the oldest flushes are dropped and counted
+// (WriterStats). The processor bounds the audit entries it keeps per
+// service (Config.AuditPerServicePerMinute).
 //
 // A flush the database refuses with an error no retry can fix (SQLSTATE
 // classes 22, 23, 42 and 54, after the repairs Writer describes) is

@@ -79,8 +79,8 @@ type pending struct {
 
 // Writer writes flushes to a Store from its own goroutine, so that the
 // pipeline never waits for the database: Enqueue only appends to a queue
-// bounded by Config.MaxPendingRows, dropping (and counting) the oldest
-// flushes beyond it. The goroutine migrates the schema as soon as it starts
+// bounded by Config.MaxPendingRows (the flush being written included),
+// dropping (and counting) the oldest flushes beyond it. The goroutine migrates the schema as soon as it starts
 // (trying again in the background while the database is down), then writes
 // the queue in order, each flush exactly once (Store.Write), retrying
 // failures with exponential backoff from 100 ms to 30 s, so that it
@@ -198,9 +198,10 @@ func (w *Writer) Start(ctx context.Context) error {
 }
 
 // Enqueue queues a flush for writing. It never blocks and never fails: if
-// the queue would exceed Config.MaxPendingRows, the oldest waiting flushes
-// are dropped and counted (a flush larger than the bound by itself is
-// dropped too). The flush is turned into rows before Enqueue returns: the
+// the rows held, the flush being written included, would exceed
+// Config.MaxPendingRows, the oldest waiting flushes are dropped and
+// counted; a flush that cannot fit beside the one being written (or is
+// larger than the bound by itself) is dropped instead. The flush is turned into rows before Enqueue returns: the
 // caller may reuse f.Stats and its symbols at once. A flush with an empty
 // Instance gets the writer's identity and next sequence number, as the
 // processor's do.
@@ -224,12 +225,18 @@ func (w *Writer) Enqueue(f Flush) {
 	w.stats.AuditDropped += uint64(b.auditDropped)
 	w.stats.NamesCut += uint64(b.namesCut)
 	n := b.rows()
-	if w.stopped || n > w.cfg.MaxPendingRows {
+	// The flush being written is held too, and may be for as long as
+	// the database is down: the bound is on memory.
+	inflight := 0
+	if w.inflight != nil {
+		inflight = w.inflight.rows
+	}
+	if w.stopped || inflight+n > w.cfg.MaxPendingRows {
 		w.stats.DroppedFlushes++
 		w.stats.DroppedRows += uint64(n)
 		return
 	}
-	for w.queuedRows+n > w.cfg.MaxPendingRows && w.head < len(w.queue) {
+	for inflight+w.queuedRows+n > w.cfg.MaxPendingRows && w.head < len(w.queue) {
 		old := w.queue[w.head]
 		w.queue[w.head] = nil
 		w.head++
