@@ -233,8 +233,10 @@ func TestCollectorRestartSoak(t *testing.T) {
 				if tt.signal == syscall.SIGKILL {
 					window := ackedSince(acked, stoppedAt.Add(-lossWindow))
 					lost := len(acked) - counted
-					t.Logf("stop %d: SIGKILL after %d traces acknowledged (%.0f a second), %d sent: %d stored, %d lost (%.2f flush intervals' worth); %d acknowledged in the last %v",
-						i+1, len(acked), rate, attempted, counted, lost, float64(lost)/rate/flushInterval.Seconds(), window, lossWindow)
+					// In seconds of the traffic just before the kill.
+					lostFor := time.Duration(float64(lost) / float64(window) * float64(lossWindow))
+					t.Logf("stop %d: SIGKILL after %d traces acknowledged (%.0f a second), %d sent: %d stored, %d lost, %d acknowledged in the last %v: the traffic of %v (decision_wait + flush_interval: %v)",
+						i+1, len(acked), rate, attempted, counted, lost, window, lossWindow, lostFor.Round(10*time.Millisecond), decisionWait+flushInterval)
 					assert.LessOrEqual(t, counted, attempted, "stop %d: more traces stored than sent: counted twice", i+1)
 					assert.LessOrEqual(t, lost, window, "stop %d: lost more than what was acknowledged in the last %v", i+1, lossWindow)
 					continue

@@ -303,7 +303,13 @@ var dbFaults = []struct {
 			dir, ok := pgtest.SmallDisk(h.t, (16+6*h.rounds)<<20)
 			if !ok {
 				h.t.Log("mounting refused: filling the shared lock table instead")
-				return h.lockTableFull(ctx)
+				dsn, err := h.createDatabase(ctx, "")
+				if err != nil {
+					return dbFault{}, err
+				}
+				f := h.sessionFault(dsn, fillLockTable)
+				f.met = func(ctx context.Context) (string, error) { return h.waitForState(ctx, "53200") }
+				return f, nil
 			}
 			if err := h.adminExec(ctx, "CREATE TABLESPACE small LOCATION '"+dir+"'"); err != nil {
 				return dbFault{}, err
@@ -350,7 +356,7 @@ var dbFaults = []struct {
 			if err := h.adminExec(ctx, "ALTER ROLE collector SET statement_timeout = '300ms'"); err != nil {
 				return dbFault{}, err
 			}
-			f := h.lockHeld(dsn)
+			f := h.sessionFault(dsn, lockOperationStats)
 			f.met = func(ctx context.Context) (string, error) { return h.waitForState(ctx, "57014") }
 			return f, nil
 		},
@@ -367,7 +373,7 @@ var dbFaults = []struct {
 			if err != nil {
 				return dbFault{}, err
 			}
-			f := h.lockHeld(dsn)
+			f := h.sessionFault(dsn, lockOperationStats)
 			f.met = func(ctx context.Context) (string, error) {
 				for {
 					var waiting bool
@@ -390,61 +396,45 @@ var dbFaults = []struct {
 	},
 }
 
-// lockHeld is the fault of a session holding a SHARE lock on
-// operation_stats, which keeps the writer from inserting, from start to
-// end.
-func (h *faultHarness) lockHeld(dsn string) dbFault {
-	var locker *pgx.Conn
+// sessionFault is the fault of another session, which runs sql at start
+// and holds what it took until end, when it disconnects.
+func (h *faultHarness) sessionFault(dsn, sql string) dbFault {
+	var session *pgx.Conn
 	return dbFault{
 		dsn: dsn,
 		start: func(ctx context.Context) error {
 			var err error
-			if locker, err = pgx.Connect(ctx, h.adminDSN); err != nil {
+			if session, err = pgx.Connect(ctx, h.adminDSN); err != nil {
 				return err
 			}
-			_, err = locker.Exec(ctx, "BEGIN; LOCK TABLE operation_stats IN SHARE MODE")
+			_, err = session.Exec(ctx, sql)
 			return err
 		},
-		end: func(ctx context.Context) error { return locker.Close(ctx) },
+		end: func(ctx context.Context) error { return session.Close(ctx) },
 	}
 }
 
-// lockTableFull is the fault of a session holding advisory locks until
-// the server's shared lock table is full (53200 out of shared memory),
-// from start to end.
-func (h *faultHarness) lockTableFull(ctx context.Context) (dbFault, error) {
-	dsn, err := h.createDatabase(ctx, "")
-	if err != nil {
-		return dbFault{}, err
-	}
-	var locker *pgx.Conn
-	return dbFault{
-		dsn: dsn,
-		start: func(ctx context.Context) error {
-			var err error
-			if locker, err = pgx.Connect(ctx, h.adminDSN); err != nil {
-				return err
-			}
-			// Each lock in a subtransaction of its own, so that the one
-			// that finds the table full fails alone.
-			_, err = locker.Exec(ctx, `BEGIN; DO $$
-				DECLARE n bigint := 0;
-				BEGIN
-					LOOP
-						BEGIN
-							PERFORM pg_advisory_xact_lock(n);
-							n := n + 1;
-						EXCEPTION WHEN out_of_memory THEN
-							EXIT;
-						END;
-					END LOOP;
-				END $$`)
-			return err
-		},
-		met: func(ctx context.Context) (string, error) { return h.waitForState(ctx, "53200") },
-		end: func(ctx context.Context) error { return locker.Close(ctx) },
-	}, nil
-}
+// lockOperationStats keeps the writer from inserting into operation_stats
+// until its transaction ends.
+const lockOperationStats = "BEGIN; LOCK TABLE operation_stats IN SHARE MODE"
+
+// fillLockTable takes advisory locks until the server's shared lock table
+// is full, and holds them until its transaction ends: every other
+// transaction needing a lock of its own then fails with 53200 out of
+// shared memory. Each lock is taken in a subtransaction of its own, so
+// that the one finding the table full fails alone.
+const fillLockTable = `BEGIN; DO $$
+	DECLARE n bigint := 0;
+	BEGIN
+		LOOP
+			BEGIN
+				PERFORM pg_advisory_xact_lock(n);
+				n := n + 1;
+			EXCEPTION WHEN out_of_memory THEN
+				EXIT;
+			END;
+		END LOOP;
+	END $$`
 
 // adminExec runs statements as the superuser on the postgres database.
 func (h *faultHarness) adminExec(ctx context.Context, sqls ...string) error {
