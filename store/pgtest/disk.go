@@ -20,25 +20,25 @@ func SmallDisk(tb testing.TB, size int) (dir string, ok bool) {
 	}
 	// Under the temporary directory itself, not a test's private one,
 	// which the server's user could not enter.
-	dir, err = os.MkdirTemp("", "pgtest-disk-")
+	mnt, err := os.MkdirTemp("", "pgtest-disk-")
 	if err != nil {
 		tb.Fatalf("pgtest: %v", err)
 	}
-	tb.Cleanup(func() { os.RemoveAll(dir) })
+	tb.Cleanup(func() { os.RemoveAll(mnt) })
 	uid, gid := os.Getuid(), os.Getgid()
 	if cred != nil {
 		uid, gid = int(cred.Uid), int(cred.Gid)
 	}
 	opts := fmt.Sprintf("size=%d,mode=0700,uid=%d,gid=%d", size, uid, gid)
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
-		tb.Logf("pgtest: cannot mount a %d-byte tmpfs on %s: %v", size, dir, err)
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
+		tb.Logf("pgtest: cannot mount a %d-byte tmpfs on %s: %v", size, mnt, err)
 		return "", false
 	}
 	tb.Cleanup(func() {
 		// Detached: a server still running holds files open on it.
-		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
-			tb.Errorf("pgtest: unmounting %s: %v", dir, err)
+		if err := syscall.Unmount(mnt, syscall.MNT_DETACH); err != nil {
+			tb.Errorf("pgtest: unmounting %s: %v", mnt, err)
 		}
 	})
-	return dir, true
+	return mnt, true
 }
