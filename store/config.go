@@ -22,8 +22,9 @@ type Config struct {
 	// standard PG* environment variables (PGHOST, PGUSER …), as libpq does;
 	// a password is best given by PGPASSWORD or ~/.pgpass, not in the file.
 	DSN string `mapstructure:"dsn"`
-	// MaxPendingRows bounds the rows queued for writing while the database
-	// is slow or down; past it the oldest flushes are dropped and counted.
+	// MaxPendingRows bounds the rows held for writing (queued, or being
+	// written) while the database is slow or down; past it the oldest
+	// flushes are dropped and counted.
 	MaxPendingRows int `mapstructure:"max_pending_rows"`
 	// Retention is how long statistics and audit entries are kept; older
 	// daily partitions are dropped every hour. Zero keeps everything.

@@ -73,7 +73,12 @@
 // during COMMIT — can be written again: if the first COMMIT took effect the
 // retry is a duplicate, and if not the retry writes it. Instance must
 // therefore be unique per process lifetime (NewInstanceID), or Seq must
-// survive restarts.
+// survive restarts. A flush counts as written once its COMMIT returned,
+// so that COMMIT must outlive a crash of the server: where the session
+// would commit asynchronously (synchronous_commit = off), the flush's
+// transaction waits for its write-ahead log to reach the server's disk.
+// Schema changes a crash undid that way, or a restore from an older
+// backup, are repaired as a dropped schema is (see Writer).
 //
 // # Never blocking the pipeline
 //
@@ -82,9 +87,10 @@
 // goroutine writes the queue in order and retries failures with exponential
 // backoff (100 ms doubling to 30 s, with jitter), keeping each flush's
 // identity, so a database down for minutes is caught up with when it
-// returns. The queue is bounded by Config.MaxPendingRows: past it the oldest
-// flushes are dropped and counted (WriterStats). The processor bounds the
-// audit entries it keeps per service (Config.AuditPerServicePerMinute).
+// returns. The queue, with the flush being written, is bounded by
+// Config.MaxPendingRows: past it the oldest flushes are dropped and counted
+// (WriterStats). The processor bounds the audit entries it keeps per
+// service (Config.AuditPerServicePerMinute).
 //
 // A flush the database refuses with an error no retry can fix (SQLSTATE
 // classes 22, 23, 42 and 54, after the repairs Writer describes) is

@@ -203,6 +203,16 @@ func queryInt(t testing.TB, s *Store, sql string, args ...any) int64 {
 	return *n
 }
 
+// queryText returns the single text a query returns.
+func queryText(t testing.TB, s *Store, sql string) string {
+	t.Helper()
+	var v string
+	if err := s.pool.QueryRow(testContext(t), sql).Scan(&v); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return v
+}
+
 // waitFor polls cond until it holds or the timeout passes.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()

@@ -92,6 +92,7 @@ func TestClassify(t *testing.T) {
 		{"check violation: create the partitions", pg("23514"), repairPartitions, true},
 		{"undefined table: migrate", pg("42P01"), repairSchema, true},
 		{"undefined function: migrate", pg("42883"), repairSchema, true},
+		{"undefined column: migrate", pg("42703"), repairSchema, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/stdlib"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -39,19 +40,43 @@ func schemaReady(t testing.TB, s *Store) bool {
 		queryInt(t, s, "SELECT count(*) FROM pg_proc WHERE proname = 'edge_model'") == 1
 }
 
+// lastMigrationLost reverts the newest migration, records and all, as a
+// restore from a backup taken before it would leave the database.
+func lastMigrationLost(t testing.TB, s *Store) {
+	t.Helper()
+	db := stdlib.OpenDBFromPool(s.pool)
+	defer db.Close()
+	p, err := newProvider(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DownTo(testContext(t), SchemaVersionWanted()-1); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A schema dropped under a running writer is recreated by running the
 // migrations again, if goose's records went with it; if they stayed, the
 // migrations cannot restore it, and each flush is rejected after that one
-// repair instead of being retried forever.
+// repair instead of being retried forever. A migration the database lost
+// with its record (a column missing: 42703) is applied again likewise.
 func TestSchemaDroppedUnderTheWriter(t *testing.T) {
 	tests := []struct {
 		name                      string
-		withRecords               bool
+		lose                      func(t testing.TB, s *Store)
+		recovers                  bool
 		wantWritten, wantRejected uint64
-		wantLog                   string
+		// wantServed is what the store holds once it recovered: the
+		// flushes written since its tables were dropped, or all of them.
+		wantServed int64
+		wantLog    string
 	}{
-		{"with the migration records: recreated", true, 3, 0, "running the migrations again"},
-		{"migration records kept: rejected, not retried forever", false, 1, 2, "drop " + MigrationsTable + " too"},
+		{"with the migration records: recreated",
+			func(t testing.TB, s *Store) { dropSchema(t, s, true) }, true, 3, 0, 2, "running the migrations again"},
+		{"migration records kept: rejected, not retried forever",
+			func(t testing.TB, s *Store) { dropSchema(t, s, false) }, false, 1, 2, 0, "drop " + MigrationsTable + " too"},
+		{"the last migration lost: applied again",
+			lastMigrationLost, true, 3, 0, 3, "running the migrations again"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,7 +90,7 @@ func TestSchemaDroppedUnderTheWriter(t *testing.T) {
 			w.Enqueue(tinyFlush(1, t0))
 			waitFor(t, time.Minute, "the first flush", func() bool { return w.Stats().WrittenFlushes == 1 })
 
-			dropSchema(t, s, tt.withRecords)
+			tt.lose(t, s)
 			w.Enqueue(tinyFlush(2, t0))
 			w.Enqueue(tinyFlush(3, t0))
 			if err := w.Shutdown(ctx); err != nil {
@@ -75,11 +100,11 @@ func TestSchemaDroppedUnderTheWriter(t *testing.T) {
 			if st.WrittenFlushes != tt.wantWritten || st.RejectedFlushes != tt.wantRejected {
 				t.Fatalf("written %d, rejected %d; want %d, %d (%+v)", st.WrittenFlushes, st.RejectedFlushes, tt.wantWritten, tt.wantRejected, st)
 			}
-			if ready := schemaReady(t, s); ready != tt.withRecords {
-				t.Errorf("schema ready %v, want %v", ready, tt.withRecords)
+			if ready := schemaReady(t, s); ready != tt.recovers {
+				t.Errorf("schema ready %v, want %v", ready, tt.recovers)
 			}
-			if tt.withRecords {
-				wantInt(t, s, 2, "served %d after the schema was recreated (the flushes written since)", "SELECT sum(served) FROM operation_stats")
+			if tt.recovers {
+				wantInt(t, s, tt.wantServed, "served %d once the schema was restored", "SELECT sum(served) FROM operation_stats")
 			}
 			found := false
 			for _, e := range logs.All() {

@@ -140,14 +140,24 @@ const (
 	codeCheckViolation    = "23514" // no partition for a row: create it
 	codeUndefinedTable    = "42P01" // a partition or the schema is gone
 	codeUndefinedFunction = "42883" // the schema is gone
+	codeUndefinedColumn   = "42703" // a migration is gone
 )
 
-// schemaMissing reports whether err says a table or function of the schema
-// does not exist: the database is new and not migrated yet, or the schema
-// was dropped under a running collector.
+// schemaMissing reports whether err says a table, function or column of
+// the schema does not exist: the database is new and not migrated yet, the
+// schema was dropped under a running collector, or the database lost
+// migrations it had applied (restored from an older backup, or crashed
+// having acknowledged them before they reached its disk).
 func schemaMissing(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == codeUndefinedTable || pgErr.Code == codeUndefinedFunction)
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case codeUndefinedTable, codeUndefinedFunction, codeUndefinedColumn:
+		return true
+	}
+	return false
 }
 
 // Write writes one flush in one transaction, exactly once: it reports
@@ -190,6 +200,14 @@ const (
 	// The key is the bucket's epoch seconds, not its text, which would
 	// depend on the session's time zone.
 	lockBucket = `SELECT pg_advisory_xact_lock(hashtextextended('errorownership bucket', extract(epoch FROM $1::timestamptz)::bigint))`
+	// durableCommit makes the flush's COMMIT wait until the server has
+	// written it to its write-ahead log on disk, when the session would not
+	// (synchronous_commit = off, for the server, the database or the
+	// role): the writer counts a flush written once its COMMIT succeeds,
+	// so a commit a crash of the server can undo loses the flush without
+	// a trace. Stronger settings (on, remote_write, remote_apply: waiting
+	// for standbys too) stay.
+	durableCommit = `SELECT set_config('synchronous_commit', 'local', true) WHERE current_setting('synchronous_commit') = 'off'`
 	// bucketWritten reports whether another flush of the bucket committed:
 	// only then can the bucket have rows. A statement of its own, so that
 	// its snapshot is taken after lockBucket returns.
@@ -365,6 +383,7 @@ func (s *Store) write(ctx context.Context, b *batch) (duplicate bool, err error)
 	}()
 	var q pgx.Batch
 	var claimed, written bool
+	q.Queue(durableCommit)
 	q.Queue(insertFlush, b.instance, b.seq, b.bucket, b.rows()).Exec(func(tag pgconn.CommandTag) error {
 		claimed = tag.RowsAffected() == 1
 		return nil

@@ -79,8 +79,8 @@ type pending struct {
 
 // Writer writes flushes to a Store from its own goroutine, so that the
 // pipeline never waits for the database: Enqueue only appends to a queue
-// bounded by Config.MaxPendingRows, dropping (and counting) the oldest
-// flushes beyond it. The goroutine migrates the schema as soon as it starts
+// bounded by Config.MaxPendingRows (the flush being written included),
+// dropping (and counting) the oldest flushes beyond it. The goroutine migrates the schema as soon as it starts
 // (trying again in the background while the database is down), then writes
 // the queue in order, each flush exactly once (Store.Write), retrying
 // failures with exponential backoff from 100 ms to 30 s, so that it
@@ -93,12 +93,14 @@ type pending struct {
 // (data exception: text PostgreSQL cannot hold), 23 (integrity constraint
 // violation), 42 (syntax error or access rule violation: a missing
 // privilege) and 54 (program limit exceeded: an index entry too large).
-// Four codes in those classes have a repair, which is tried once per
+// Five codes in those classes have a repair, which is tried once per
 // flush before the flush is tried again: 23505 unique_violation (a bucket
 // holds rows no recorded flush wrote: merge into them), 23514
 // check_violation (no partition for a row: create the partitions), and
-// 42P01 undefined_table and 42883 undefined_function (a partition or the
-// schema was dropped: create the partitions and run the migrations again).
+// 42P01 undefined_table, 42883 undefined_function and 42703
+// undefined_column (a partition or the schema was dropped, or the
+// database lost migrations it had applied: create the partitions and run
+// the migrations again).
 // A flush refused again after its repair is rejected. Anything else (the
 // connection, the server shutting down, a deadlock, a full disk) is
 // retried.
@@ -196,9 +198,10 @@ func (w *Writer) Start(ctx context.Context) error {
 }
 
 // Enqueue queues a flush for writing. It never blocks and never fails: if
-// the queue would exceed Config.MaxPendingRows, the oldest waiting flushes
-// are dropped and counted (a flush larger than the bound by itself is
-// dropped too). The flush is turned into rows before Enqueue returns: the
+// the rows held, the flush being written included, would exceed
+// Config.MaxPendingRows, the oldest waiting flushes are dropped and
+// counted; a flush that cannot fit beside the one being written (or is
+// larger than the bound by itself) is dropped instead. The flush is turned into rows before Enqueue returns: the
 // caller may reuse f.Stats and its symbols at once. A flush with an empty
 // Instance gets the writer's identity and next sequence number, as the
 // processor's do.
@@ -222,12 +225,18 @@ func (w *Writer) Enqueue(f Flush) {
 	w.stats.AuditDropped += uint64(b.auditDropped)
 	w.stats.NamesCut += uint64(b.namesCut)
 	n := b.rows()
-	if w.stopped || n > w.cfg.MaxPendingRows {
+	// The flush being written is held too, and may be for as long as
+	// the database is down: the bound is on memory.
+	inflight := 0
+	if w.inflight != nil {
+		inflight = w.inflight.rows
+	}
+	if w.stopped || inflight+n > w.cfg.MaxPendingRows {
 		w.stats.DroppedFlushes++
 		w.stats.DroppedRows += uint64(n)
 		return
 	}
-	for w.queuedRows+n > w.cfg.MaxPendingRows && w.head < len(w.queue) {
+	for inflight+w.queuedRows+n > w.cfg.MaxPendingRows && w.head < len(w.queue) {
 		old := w.queue[w.head]
 		w.queue[w.head] = nil
 		w.head++
@@ -484,8 +493,8 @@ func (w *Writer) reject(p *pending, code string, err error) {
 		fields = append(fields, zap.Int("rejected_unlogged", n))
 	}
 	msg := "The database refused an error-ownership statistics flush with an error no retry can fix; it was dropped"
-	if p.repaired&repairSchema != 0 && (code == codeUndefinedTable || code == codeUndefinedFunction) {
-		msg += ". Running the migrations again did not restore the schema: its tables or functions were dropped while " +
+	if p.repaired&repairSchema != 0 && schemaMissing(err) {
+		msg += ". Running the migrations again did not restore the schema: its tables, functions or columns were dropped while " +
 			MigrationsTable + " still records them; drop " + MigrationsTable + " too and the writer recreates the schema"
 	}
 	w.log.Error(msg, fields...)
@@ -580,9 +589,10 @@ func classify(err error) (code string, need repair, permanent bool) {
 		return "", 0, false
 	}
 	code = pgErr.Code
-	switch code {
-	case codeUndefinedTable, codeUndefinedFunction:
+	if schemaMissing(err) {
 		return code, repairSchema, true
+	}
+	switch code {
 	case codeCheckViolation:
 		return code, repairPartitions, true
 	case codeUniqueViolation:

@@ -189,6 +189,56 @@ func TestQueueBoundDropsOldest(t *testing.T) {
 	}
 }
 
+// The bound holds the flush being written too: while the database hangs
+// on it, the rows held never exceed the bound, the oldest waiting flushes
+// make room, and a flush that cannot fit beside the one being written is
+// dropped itself.
+func TestQueueBoundCountsTheFlushBeingWritten(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.DSN = fmt.Sprintf("host=127.0.0.1 port=%d dbname=x user=x sslmode=disable", pgtest.Unresponsive(t))
+	cfg.MaxPendingRows = 3 * rowsPerTinyFlush
+	cfg.ShutdownTimeout = 100 * time.Millisecond
+	s, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w := NewWriter(s)
+	w.Enqueue(tinyFlush(1, t0))
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Shutdown(context.Background()) }() // it reports what it drops
+	waitFor(t, time.Minute, "the first flush in flight", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.inflight != nil
+	})
+	for seq := uint64(2); seq <= 5; seq++ {
+		w.Enqueue(tinyFlush(seq, t0))
+		if st := w.Stats(); st.PendingRows > cfg.MaxPendingRows {
+			t.Fatalf("after flush %d: %d rows held, bound %d (%+v)", seq, st.PendingRows, cfg.MaxPendingRows, st)
+		}
+	}
+	w.mu.Lock()
+	var seqs []uint64
+	for _, p := range w.queue[w.head:] {
+		seqs = append(seqs, uint64(p.batch.seq))
+	}
+	w.mu.Unlock()
+	if st := w.Stats(); fmt.Sprint(seqs) != "[4 5]" || st.DroppedFlushes != 2 {
+		t.Fatalf("waiting %v, dropped %d; want the newest [4 5] beside the flush being written, 2 dropped", seqs, st.DroppedFlushes)
+	}
+	big := newBuilder(nil)
+	for i := range 3 * rowsPerTinyFlush {
+		big.op("svc", fmt.Sprint(i)).Served = 1
+	}
+	w.Enqueue(big.flush("test", 99, t0)) // fits the bound alone, not beside flush 1
+	if st := w.Stats(); st.PendingFlushes != 3 || st.DroppedFlushes != 3 {
+		t.Fatalf("after a flush that cannot fit beside the one being written: %+v", st)
+	}
+}
+
 // Shutdown with the database unreachable gives up when its context ends and
 // reports what it could not write, without the password.
 func TestShutdownReportsUnwritten(t *testing.T) {

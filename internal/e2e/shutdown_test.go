@@ -25,13 +25,19 @@ const shutdownTimeout = 2 * time.Second
 // processor's bounded shutdown: receivers, exporters, extensions.
 const stopSlack = 10 * time.Second
 
+// decisionWait and flushInterval are the processor's in these tests.
+const (
+	decisionWait  = 300 * time.Millisecond
+	flushInterval = time.Second
+)
+
 // storeProcessor is the errorownership section writing to dsn.
 func storeProcessor(dsn string) string {
-	return fmt.Sprintf(`    decision_wait: 300ms
-    flush_interval: 1s
+	return fmt.Sprintf(`    decision_wait: %v
+    flush_interval: %v
     store:
       dsn: '%s'
-      shutdown_timeout: %v`, strings.ReplaceAll(dsn, "'", "''"), shutdownTimeout)
+      shutdown_timeout: %v`, decisionWait, flushInterval, strings.ReplaceAll(dsn, "'", "''"), shutdownTimeout)
 }
 
 // sendTraces posts the chain scenario's traces over OTLP/HTTP, stamped

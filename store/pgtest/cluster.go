@@ -9,9 +9,10 @@
 // root process runs initdb and pg_ctl as the postgres user the package
 // creates.
 //
-// Tests use Start for a private cluster they may stop and restart, or
-// NewDatabase for a fresh database in one cluster shared by the test binary
-// (which then needs Main in TestMain).
+// Tests use Start for a private cluster they may stop, restart or crash
+// (Cluster.Kill), or NewDatabase for a fresh database in one cluster shared
+// by the test binary (which then needs Main in TestMain). SmallDisk gives a
+// file system that fills up, for a tablespace on a full disk.
 package pgtest
 
 import (

@@ -76,3 +76,58 @@ func TestDSNHasNoPassword(t *testing.T) {
 		t.Fatalf("DSN %q carries a password", dsn)
 	}
 }
+
+// TestKill: a killed cluster loses its connections and its transactions in
+// flight, keeps what it committed durably, and starts again, recovering
+// from the crash.
+func TestKill(t *testing.T) {
+	c := pgtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	// The cluster commits asynchronously; this session waits for the WAL,
+	// so that its commits outlive a crash.
+	for _, sql := range []string{
+		"SET synchronous_commit = on",
+		"CREATE TABLE kept (v text)",
+		"INSERT INTO kept VALUES ('committed')",
+		"BEGIN",
+		"INSERT INTO kept VALUES ('in flight')",
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	if err := c.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c.Running() {
+		t.Fatal("a killed cluster says it runs")
+	}
+	if _, err := conn.Exec(ctx, "COMMIT"); err == nil {
+		t.Fatal("the transaction in flight committed across the kill")
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, err := pgx.Connect(ctx, c.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer after.Close(context.Background())
+	var rows []string
+	r, err := after.Query(ctx, "SELECT v FROM kept ORDER BY v")
+	if err == nil {
+		rows, err = pgx.CollectRows(r, pgx.RowTo[string])
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0] != "committed" {
+		t.Fatalf("after the crash the table holds %q, want only the committed row", rows)
+	}
+}
