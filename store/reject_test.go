@@ -3,11 +3,17 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/errorownership/errorownership/store/pgtest"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
 )
 
 // A flush the database can never accept is dropped and counted, and the
@@ -85,7 +91,7 @@ func TestClassify(t *testing.T) {
 		{"untranslatable character", pg("22P05"), 0, true},
 		{"NUL in text", pg("22021"), 0, true},
 		{"index row too large", pg("54000"), 0, true},
-		{"insufficient privilege", pg("42501"), 0, true},
+		{"insufficient privilege, from no file", pg("42501"), 0, true},
 		{"syntax error", pg("42601"), 0, true},
 		{"not null violation", pg("23502"), 0, true},
 		{"unique violation: merge", pg("23505"), repairMerge, true},
@@ -100,6 +106,58 @@ func TestClassify(t *testing.T) {
 			if need != tt.wantNeed || permanent != tt.wantPermanent {
 				t.Fatalf("classify = repair %b, permanent %v; want %b, %v", need, permanent, tt.wantNeed, tt.wantPermanent)
 			}
+		})
+	}
+}
+
+// TestClassifyTellsAFileFromAGrant: PostgreSQL answers a write its own
+// files refuse (a data disk remounted read-only, a directory it may not
+// write to) and a missing grant with the same 42501. The first is retried,
+// since the disk is repaired; the second is rejected, since retrying it
+// changes nothing. Both errors here are the server's own.
+func TestClassifyTellsAFileFromAGrant(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t)
+	dir, err := os.MkdirTemp("", "store-readonly-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, c.Chown(dir))
+	admin, err := pgx.Connect(ctx, c.DSN())
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	for _, sql := range []string{
+		"CREATE TABLESPACE readonly LOCATION '" + dir + "'",
+		"CREATE ROLE outsider LOGIN",
+		"CREATE TABLE secret (x int)",
+	} {
+		_, err := admin.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+	require.NoError(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		return os.Chmod(path, 0o500)
+	}))
+	_, fileErr := admin.Exec(ctx, "CREATE TABLE stats_elsewhere (x int) TABLESPACE readonly")
+
+	outsider, err := pgx.Connect(ctx, c.DSN()+" user=outsider")
+	require.NoError(t, err)
+	defer outsider.Close(ctx)
+	_, grantErr := outsider.Exec(ctx, "SELECT x FROM secret")
+
+	for _, tt := range []struct {
+		name          string
+		err           error
+		wantPermanent bool
+	}{
+		{"a file the server may not write", fileErr, false},
+		{"a missing grant", grantErr, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, permanent := classify(tt.err)
+			require.Equal(t, codeInsufficientPrivilege, code, "%v", tt.err)
+			require.Equal(t, tt.wantPermanent, permanent, "%v", tt.err)
 		})
 	}
 }

@@ -597,6 +597,10 @@ func classify(err error) (code string, need repair, permanent bool) {
 		return code, repairPartitions, true
 	case codeUniqueViolation:
 		return code, repairMerge, true
+	case codeInsufficientPrivilege:
+		if fileAccess(pgErr) {
+			return code, 0, false
+		}
 	}
 	if len(code) == 5 {
 		switch code[:2] {
@@ -605,6 +609,19 @@ func classify(err error) (code string, need repair, permanent bool) {
 		}
 	}
 	return code, 0, false
+}
+
+// codeInsufficientPrivilege is SQLSTATE 42501.
+const codeInsufficientPrivilege = "42501"
+
+// fileAccess reports whether a 42501 comes from the server's own file
+// access rather than from a privilege check: PostgreSQL gives a file it
+// may not write — a data disk remounted read-only after an I/O error —
+// the same code as a missing grant, but a grant is checked in aclchk.c.
+// A disk is repaired or remounted, so its flushes are retried; a missing
+// grant is not, so its flush is given up.
+func fileAccess(e *pgconn.PgError) bool {
+	return e.File != "" && e.File != "aclchk.c"
 }
 
 // migrate runs the migrations, bounded by the write timeout.

@@ -154,7 +154,7 @@ func StartCluster(ctx context.Context, opts Options) (*Cluster, error) {
 	if sock := c.socketPath(); len(sock) > maxSocketPath {
 		return fail(fmt.Errorf("pgtest: socket path %s is longer than %d bytes; use a shorter directory", sock, maxSocketPath))
 	}
-	if err := c.chown(c.dir); err != nil {
+	if err := c.Chown(c.dir); err != nil {
 		return fail(err)
 	}
 	if _, err := os.Stat(filepath.Join(c.dataDir(), "PG_VERSION")); err != nil {
@@ -228,8 +228,9 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// chown gives path to the server's user, when that is not us.
-func (c *Cluster) chown(path string) error {
+// Chown gives path to the server's user, when that is not us: a directory
+// for a tablespace, say.
+func (c *Cluster) Chown(path string) error {
 	if c.cred == nil {
 		return nil
 	}
