@@ -30,6 +30,10 @@ const (
 	maxPoll         = 10 * time.Minute
 	maxErrorBackoff = time.Minute
 	maxBody         = 1 << 20
+	// DefaultFetchTimeout bounds each fetch, reading the body included,
+	// whatever the HTTP client: a collector that answers slowly, or
+	// trickles its body, costs a poll, never a stuck poller.
+	DefaultFetchTimeout = 5 * time.Second
 )
 
 // A Client polls a collector for one service's hints and answers the hooks
@@ -49,6 +53,7 @@ type Client struct {
 	http     *http.Client
 	now      func() time.Time
 	maxStale time.Duration
+	timeout  time.Duration // per fetch
 
 	state atomic.Pointer[state]
 
@@ -71,8 +76,14 @@ type state struct {
 type Option func(*Client)
 
 // WithHTTPClient makes the Client fetch with hc (default: a client with a
-// 5 s timeout).
+// 5 s timeout). Whatever hc's timeout, a fetch also ends after the fetch
+// timeout (WithFetchTimeout).
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = hc } }
+
+// WithFetchTimeout bounds each fetch, from the request to the end of the
+// body (default DefaultFetchTimeout). A fetch that runs out of time is a
+// failure: the last good hints stay, and the next fetch backs off.
+func WithFetchTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
 
 // WithClock makes the Client read time from now, for tests.
 func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = now } }
@@ -91,6 +102,7 @@ func New(baseURL, service string, opts ...Option) *Client {
 		http:     &http.Client{Timeout: 5 * time.Second},
 		now:      time.Now,
 		maxStale: DefaultMaxStale,
+		timeout:  DefaultFetchTimeout,
 	}
 	for _, o := range opts {
 		o(c)
@@ -136,6 +148,11 @@ func (c *Client) Refresh(ctx context.Context) (next time.Duration, err error) {
 }
 
 func (c *Client) fetch(ctx context.Context) (time.Duration, error) {
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
 	if err != nil {
 		return 0, err
