@@ -30,6 +30,10 @@ const (
 	maxPoll         = 10 * time.Minute
 	maxErrorBackoff = time.Minute
 	maxBody         = 1 << 20
+	// maxETag is the longest ETag the Client keeps to revalidate with; a
+	// longer one is not kept, and the next fetch asks for the whole
+	// document.
+	maxETag = 1 << 10
 	// DefaultFetchTimeout bounds each fetch, reading the body included,
 	// whatever the HTTP client: a collector that answers slowly, or
 	// trickles its body, costs a poll, never a stuck poller.
@@ -159,7 +163,8 @@ func (c *Client) fetch(ctx context.Context) (time.Duration, error) {
 	}
 	req.Header.Set("Accept", "application/json")
 	old := c.state.Load()
-	if old != nil && c.etag != "" {
+	revalidate := old != nil && c.etag != ""
+	if revalidate {
 		req.Header.Set("If-None-Match", c.etag)
 	}
 	res, err := c.http.Do(req)
@@ -169,7 +174,7 @@ func (c *Client) fetch(ctx context.Context) (time.Duration, error) {
 	defer res.Body.Close()
 
 	switch {
-	case res.StatusCode == http.StatusNotModified && old != nil:
+	case res.StatusCode == http.StatusNotModified && revalidate:
 		st := *old
 		st.checked = c.now()
 		c.state.Store(&st)
@@ -193,6 +198,9 @@ func (c *Client) fetch(ctx context.Context) (time.Duration, error) {
 	}
 	c.state.Store(&state{hints: h, index: newIndex(h.Edges), limits: h.Budget(), checked: c.now()})
 	c.etag = res.Header.Get("ETag")
+	if len(c.etag) > maxETag {
+		c.etag = ""
+	}
 	return pollAfter(res.Header, h), nil
 }
 
