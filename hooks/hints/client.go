@@ -211,9 +211,18 @@ func pollAfter(hdr http.Header, h *ownership.Hints) time.Duration {
 	if age, ok := maxAge(hdr.Get("Cache-Control")); ok {
 		d = age
 	} else if h != nil && h.TTLSeconds > 0 {
-		d = time.Duration(h.TTLSeconds) * time.Second
+		d = seconds(h.TTLSeconds)
 	}
 	return min(max(d, minPoll), maxPoll)
+}
+
+// seconds converts n ≥ 0 seconds to a Duration, saturating above maxPoll
+// rather than overflowing: 2^63 − 1 seconds are not −1 s.
+func seconds(n int) time.Duration {
+	if n > int(maxPoll/time.Second) {
+		return maxPoll + time.Second
+	}
+	return time.Duration(n) * time.Second
 }
 
 // maxAge reads max-age from a Cache-Control value.
@@ -227,7 +236,7 @@ func maxAge(cc string) (time.Duration, bool) {
 		if err != nil || n < 0 {
 			return 0, false
 		}
-		return time.Duration(n) * time.Second, true
+		return seconds(n), true
 	}
 	return 0, false
 }
