@@ -34,6 +34,13 @@ const (
 	// longer one is not kept, and the next fetch asks for the whole
 	// document.
 	maxETag = 1 << 10
+	// MaxMinRetriesPerSecond is the largest retry-budget floor the
+	// Client accepts. A floor is a reserve of retries a client may always
+	// make, per peer, on top of what its requests earn; 100 times the
+	// default (10) is already more than any service needs, and a floor of
+	// 1e308, which ownership.RetryBudget.Validate lets through, would be
+	// no budget at all. Hints with a larger floor are refused as a whole.
+	MaxMinRetriesPerSecond = 1000
 	// DefaultFetchTimeout bounds each fetch, reading the body included,
 	// whatever the HTTP client: a collector that answers slowly, or
 	// trickles its body, costs a poll, never a stuck poller.
@@ -195,6 +202,9 @@ func (c *Client) fetch(ctx context.Context) (time.Duration, error) {
 	}
 	if err := h.Validate(c.service); err != nil {
 		return 0, fmt.Errorf("hints: %s: %w", c.url, err)
+	}
+	if b := h.Budget(); b.MinRetriesPerSecond > MaxMinRetriesPerSecond {
+		return 0, fmt.Errorf("hints: %s: retry budget floor %v over %d retries a second", c.url, b.MinRetriesPerSecond, MaxMinRetriesPerSecond)
 	}
 	c.state.Store(&state{hints: h, index: newIndex(h.Edges), limits: h.Budget(), checked: c.now()})
 	c.etag = res.Header.Get("ETag")
