@@ -315,20 +315,31 @@ func newIndex(edges []ownership.HintEdge) index {
 	ix := index{edges: edges, byPeer: map[string][]int32{}, portless: map[string][]int32{}, ported: map[string][]int32{}}
 	for i, e := range edges {
 		n := int32(i)
-		ix.byPeer[e.PeerService] = append(ix.byPeer[e.PeerService], n)
+		add(ix.byPeer, e.PeerService, n)
 		for _, a := range e.PeerAddresses {
 			if a == e.PeerService {
 				continue
 			}
-			ix.byPeer[a] = append(ix.byPeer[a], n)
+			add(ix.byPeer, a, n)
 			if host, ok := splitPort(a); ok {
-				ix.ported[host] = append(ix.ported[host], n)
+				add(ix.ported, host, n)
 			} else {
-				ix.portless[a] = append(ix.portless[a], n)
+				add(ix.portless, a, n)
 			}
 		}
 	}
 	return ix
+}
+
+// add lists edge n under key k, once: edges are added in order, so an
+// edge found again under the same key (a repeated address, two ports of
+// one host) is the last one listed.
+func add(m map[string][]int32, k string, n int32) {
+	l := m[k]
+	if len(l) > 0 && l[len(l)-1] == n {
+		return
+	}
+	m[k] = append(l, n)
 }
 
 // splitPort returns the host of "host:port" ("[v6]:port") and true, or
@@ -350,25 +361,24 @@ func (ix *index) mode(operation, peer, peerOperation string) ownership.Mode {
 			cands = ix.ported[peer]
 		}
 	}
+	// The edges of operation, if the hints know any; else every edge to
+	// the peer.
+	mine := false
 	if operation != "" {
-		var mine []int32
 		for _, i := range cands {
 			if matchOperation(ix.edges[i].Operation, operation) {
-				mine = append(mine, i)
+				mine = true
+				break
 			}
-		}
-		if len(mine) > 0 {
-			cands = mine
 		}
 	}
 	var t tally
-	seen := map[int32]bool{} // an edge may be found by its name and an address
 	for _, i := range cands {
 		e := &ix.edges[i]
-		if seen[i] || (peerOperation != "" && !matchOperation(e.PeerOperation, peerOperation)) {
+		if mine && !matchOperation(e.Operation, operation) ||
+			peerOperation != "" && !matchOperation(e.PeerOperation, peerOperation) {
 			continue
 		}
-		seen[i] = true
 		switch e.Mode {
 		case ownership.ModeFailOpen:
 			t.open++
@@ -425,26 +435,35 @@ func matchOperation(pattern, op string) bool {
 }
 
 // matchPath matches a path against a route template, both without their
-// leading "/".
+// leading "/", a segment at a time and without allocating: the hooks ask
+// on the failure path of requests, over as many edges as a hints document
+// holds.
 func matchPath(pattern, path string) bool {
-	ps, qs := strings.Split(pattern, "/"), strings.Split(path, "/")
-	for i, seg := range ps {
+	more := true // path has a segment left
+	for {
+		seg, prest, pmore := strings.Cut(pattern, "/")
 		switch {
-		case i == len(ps)-1 && seg == "": // "…/": the subtree below
-			return len(qs) > i
+		case !pmore && seg == "": // "…/": the subtree below
+			return more
 		case seg == "{$}":
-			return i == len(qs)-1 && qs[i] == ""
-		case i >= len(qs):
+			return more && path == ""
+		case !more:
 			return false
+		}
+		qseg, qrest, qmore := strings.Cut(path, "/")
+		switch {
 		case strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "...}"):
 			return true
 		case strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}"):
-			if qs[i] == "" {
+			if qseg == "" {
 				return false
 			}
-		case seg != qs[i]:
+		case seg != qseg:
 			return false
 		}
+		if !pmore {
+			return !qmore
+		}
+		pattern, path, more = prest, qrest, qmore
 	}
-	return len(qs) == len(ps)
 }
