@@ -61,17 +61,18 @@ func (h *Heap) Sample() uint64 {
 }
 
 // Check fails t if the live heap grew by more than bound from the first
-// sample (taken after a warm-up round, so connection pools, budgets and
-// caches exist) to the median of the last three, or if it rose in every
-// one of the last five rounds (a steady leak below the bound). It logs the
-// figures.
+// sample (taken after a warm-up round, so that pools, budgets and caches
+// exist) to the median of the last three, or if it rose round after round
+// over the last five or more samples by more than a quarter of bound in
+// all: a steady leak below the bound. It logs the figures.
 func (h *Heap) Check(t testing.TB, bound uint64) {
 	t.Helper()
-	if len(h.samples) < 2 {
-		t.Fatalf("heap: %d samples, want 2 or more", len(h.samples))
+	n := len(h.samples)
+	if n < 2 {
+		t.Fatalf("heap: %d samples, want 2 or more", n)
 	}
 	first := h.samples[0]
-	tail := slices.Clone(h.samples[max(1, len(h.samples)-3):])
+	tail := slices.Clone(h.samples[max(1, n-3):])
 	slices.Sort(tail)
 	last := tail[len(tail)/2]
 	var kb []string
@@ -81,17 +82,16 @@ func (h *Heap) Check(t testing.TB, bound uint64) {
 	t.Logf("live heap by round (KiB): %s; first %d KiB, last (median of 3) %d KiB, growth %+d KiB (bound %d KiB)",
 		strings.Join(kb, " "), first>>10, last>>10, (int64(last)-int64(first))>>10, bound>>10)
 	if last > first+bound {
-		t.Errorf("live heap grew from %d KiB to %d KiB over %d rounds, bound %d KiB", first>>10, last>>10, len(h.samples), bound>>10)
+		t.Errorf("live heap grew from %d KiB to %d KiB over %d rounds, bound %d KiB", first>>10, last>>10, n, bound>>10)
 	}
-	if n := len(h.samples); n >= 6 {
+	if n >= 5 {
+		from := max(0, n-6)
 		rising := true
-		for i := n - 5; i < n; i++ {
-			if h.samples[i] <= h.samples[i-1] {
-				rising = false
-			}
+		for i := from + 1; i < n; i++ {
+			rising = rising && h.samples[i] > h.samples[i-1]
 		}
-		if rising && h.samples[n-1]-h.samples[n-6] > bound/4 {
-			t.Errorf("live heap rose in each of the last 5 rounds, by %d KiB in all", (h.samples[n-1]-h.samples[n-6])>>10)
+		if rise := int64(h.samples[n-1]) - int64(h.samples[from]); rising && rise > int64(bound/4) {
+			t.Errorf("live heap rose in each of the last %d rounds, by %d KiB in all: a leak", n-1-from, rise>>10)
 		}
 	}
 }
