@@ -328,3 +328,67 @@ func TestHostileTrailersAllocateNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestHostileCalleeThroughRelay relays every hostile answer's trailer with
+// grpc.SetTrailer from a handler behind the server interceptor, as a
+// proxy would: a relayed error-claim that is not one clean value is not
+// the handler's claim; the interceptor drops it and sends its own.
+func TestHostileCalleeThroughRelay(t *testing.T) {
+	for _, tc := range hostileCallees {
+		if tc.name == hanging {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			callee := newRawCallee(t, tc.respond)
+			hooked := dialPlain(t, callee.addr, grpc.WithMaxHeaderListSize(16*mib),
+				grpc.WithUnaryInterceptor(hooksgrpc.UnaryClientInterceptor(fastRetries...)))
+			b := newService(t, "B")
+			b.work = func(ctx context.Context) error {
+				md, err := call(ctx, hooked)
+				_ = grpc.SetTrailer(ctx, md)
+				if err != nil {
+					return status.Error(codes.Internal, "callee failed")
+				}
+				return nil
+			}
+			b.start(t, true)
+			ctx, cancel := context.WithTimeout(context.Background(), hostileDeadline+5*time.Second)
+			defer cancel()
+			md, err := call(ctx, dialPlain(t, b.addr, grpc.WithMaxHeaderListSize(16*mib)))
+			claims := md.Get(ownership.GRPCClaimKey)
+			if err != nil && (len(claims) != 1 || len(claims[0]) > 64 || ownership.ParseClaim(claims[0]) == ownership.ClaimMissing) {
+				first := ""
+				if len(claims) > 0 {
+					first = claims[0][:min(len(claims[0]), 40)]
+				}
+				t.Errorf("the relay failed (%v) with %d error-claim values, the first %q, want one clean claim", status.Code(err), len(claims), first)
+			}
+		})
+	}
+}
+
+// TestRelayDropsRelayedClaim: a callee that claims everything, behind a
+// relay that drops error-claim from the trailer it relays (as the server
+// interceptor's documentation asks), leaves the interceptor to decide:
+// unclaimed, with pushback, since the relay's call failed.
+func TestRelayDropsRelayedClaim(t *testing.T) {
+	callee := newRawCallee(t, trailersOnly("13", claim("claimed")))
+	hooked := dialPlain(t, callee.addr, grpc.WithUnaryInterceptor(hooksgrpc.UnaryClientInterceptor(fastRetries...)))
+	b := newService(t, "B")
+	b.work = func(ctx context.Context) error {
+		md, err := call(ctx, hooked)
+		md = md.Copy()
+		md.Delete(ownership.GRPCClaimKey)
+		_ = grpc.SetTrailer(ctx, md)
+		return err
+	}
+	b.start(t, true)
+	md, err := call(context.Background(), dialPlain(t, b.addr))
+	if got := md.Get(ownership.GRPCClaimKey); status.Code(err) != codes.Internal || len(got) != 1 || got[0] != "unclaimed" ||
+		len(md.Get(ownership.GRPCPushbackKey)) != 1 {
+		t.Fatalf("the relay failed with %v, trailer %v; want INTERNAL, unclaimed with pushback", err, md)
+	}
+	if n := callee.requests.Load(); n != 2 {
+		t.Fatalf("the callee served %d calls, want 2", n)
+	}
+}

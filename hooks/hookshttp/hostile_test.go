@@ -5,9 +5,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"runtime"
 	"strings"
 	"sync"
@@ -373,3 +376,84 @@ func TestStalledBodyDoesNotHoldTheRetry(t *testing.T) {
 // persistConn is in the stack of the goroutines of each open connection
 // of an http.Transport.
 const persistConn = "net/http.(*persistConn).readLoop"
+
+// TestHostileCalleeThroughReverseProxy relays every hostile answer through
+// an httputil.ReverseProxy behind the middleware, with the transport under
+// it: the proxy copies the callee's headers, Error-Claim included, into
+// its own answer, where a handler's own claim wins. A relayed claim that
+// is not one clean value is not a claim: the middleware decides and sends
+// its own. (A clean one cannot be told from the handler's own: see the
+// next test.)
+func TestHostileCalleeThroughReverseProxy(t *testing.T) {
+	for _, tc := range hostileCallees {
+		t.Run(tc.name, func(t *testing.T) {
+			callee := newRawCallee(t, tc.respond)
+			target, _ := url.Parse(callee.url)
+			get := func(h func(http.Handler) http.Handler, rt http.RoundTripper) (*http.Response, error) {
+				proxy := &httputil.ReverseProxy{
+					Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(target) },
+					Transport: rt,
+					ErrorLog:  log.New(io.Discard, "", 0),
+				}
+				srv := httptest.NewServer(h(proxy))
+				t.Cleanup(srv.Close)
+				client := &http.Client{Timeout: time.Second}
+				res, err := client.Get(srv.URL)
+				if err == nil {
+					res.Body.Close()
+				}
+				return res, err
+			}
+			bare := &http.Transport{}
+			t.Cleanup(bare.CloseIdleConnections)
+			if _, err := get(func(h http.Handler) http.Handler { return h }, bare); err != nil {
+				t.Skipf("a proxy without the hooks cannot relay this answer either: %v", err)
+			}
+			base := &http.Transport{}
+			t.Cleanup(base.CloseIdleConnections)
+			res, err := get(func(h http.Handler) http.Handler { return hookshttp.Middleware(h) }, hookshttp.Transport(base, fastRetries...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			claims := res.Header.Values(ownership.HTTPClaimHeader)
+			if res.StatusCode >= 500 && (len(claims) != 1 || len(claims[0]) > 64 || ownership.ParseClaim(claims[0]) == ownership.ClaimMissing) {
+				first := ""
+				if len(claims) > 0 {
+					first = claims[0][:min(len(claims[0]), 40)]
+				}
+				t.Errorf("the proxy answered %d with %d Error-Claim values, the first %q, want one clean claim", res.StatusCode, len(claims), first)
+			}
+		})
+	}
+}
+
+// TestReverseProxyDropsRelayedClaim: a callee that claims everything,
+// behind a reverse proxy that drops the relayed Error-Claim (as the
+// middleware's documentation asks), leaves the proxy's middleware to
+// decide: unclaimed, since the proxy's call failed, so that the proxy's
+// callers do not retry what the proxy already retried.
+func TestReverseProxyDropsRelayedClaim(t *testing.T) {
+	callee := newRawCallee(t, headers("Error-Claim: claimed\r\n"))
+	target, _ := url.Parse(callee.url)
+	proxy := &httputil.ReverseProxy{
+		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		Transport: hookshttp.Transport(http.DefaultTransport, fastRetries...),
+		ModifyResponse: func(res *http.Response) error {
+			res.Header.Del(ownership.HTTPClaimHeader)
+			return nil
+		},
+	}
+	srv := httptest.NewServer(hookshttp.Middleware(proxy))
+	t.Cleanup(srv.Close)
+	res, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if got := res.Header.Values(ownership.HTTPClaimHeader); res.StatusCode != http.StatusInternalServerError || len(got) != 1 || got[0] != "unclaimed" {
+		t.Fatalf("the proxy answered %d with Error-Claim %q, want 500 unclaimed", res.StatusCode, got)
+	}
+	if n := callee.requests.Load(); n != 2 {
+		t.Fatalf("the callee served %d requests, want 2", n)
+	}
+}
