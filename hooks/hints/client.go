@@ -56,8 +56,17 @@ const (
 // safe defaults: no fail-open knowledge (every edge unknown, so fail-close)
 // and hooks.DefaultLimits.
 //
-// Its methods are safe for concurrent use; Mode and BudgetLimits are one
-// atomic load and a map lookup.
+// Garbage is anything but a 200 with a valid document for the service, of
+// at most 1 MiB, read within the fetch timeout (DefaultFetchTimeout):
+// another status (a 304 only answers an If-None-Match the Client sent),
+// invalid JSON, another version or service, a negative TTL, a retry budget
+// out of range or with a floor over MaxMinRetriesPerSecond. Each failure
+// backs the next fetch off, from 1 s to a minute. A TTL or max-age is held
+// within [1 s, 10 min]; an ETag over 1 KiB is not kept.
+//
+// Its methods are safe for concurrent use; Mode and BudgetLimits never
+// wait on a fetch: they read the last good state with one atomic load, and
+// Mode then scans the edges to the peer without allocating.
 type Client struct {
 	url      string
 	service  string
