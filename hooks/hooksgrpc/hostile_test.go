@@ -100,58 +100,64 @@ func withMessage(code string, extra http.Header) func(http.ResponseWriter, <-cha
 	}
 }
 
-// hostileCallees are the lies and the garbage a gRPC callee can answer
-// with; want is the claim the hooks must read on a failure.
-var hostileCallees = []struct {
+// hostileCallee is a lie or garbage a gRPC callee can answer with; want
+// is the claim the hooks must read on a failure.
+type hostileCallee struct {
 	name    string
 	respond func(http.ResponseWriter, <-chan struct{})
 	want    ownership.Claim
-}{
-	{"claims everything", trailersOnly("13", claim("claimed")), ownership.ClaimClaimed},
-	{"unclaims everything", trailersOnly("13", claim("unclaimed")), ownership.ClaimUnclaimed},
-	{"an invalid value", trailersOnly("13", claim("yes-please")), ownership.ClaimMissing},
-	{"invalid UTF-8", trailersOnly("13", claim("\xff\xfe\xfd")), ownership.ClaimMissing},
-	{"claimed, then invalid UTF-8", trailersOnly("13", claim("claimed\xc3\x28")), ownership.ClaimMissing},
-	{"a 1 MiB claim", trailersOnly("13", claim(strings.Repeat("claimed", huge/7))), ownership.ClaimMissing},
-	{"a 1 MiB trailer beside the claim", trailersOnly("13", http.Header{"X-Junk": {strings.Repeat("j", huge)}, "Error-Claim": {"claimed"}}), ownership.ClaimClaimed},
-	{"1000 repeated claims", trailersOnly("13", claim(strings.Split(strings.Repeat("claimed,", 1000), ",")[:1000]...)), ownership.ClaimMissing},
-	{"claimed and unclaimed", trailersOnly("13", claim("claimed", "unclaimed")), ownership.ClaimMissing},
-	{"a comma list", trailersOnly("13", claim("claimed,unclaimed")), ownership.ClaimMissing},
-	{"an odd letter case", trailersOnly("13", http.Header{"eRRoR-cLaIm": {"CLAIMED"}}), ownership.ClaimClaimed},
-	{"a binary claim", trailersOnly("13", http.Header{"Error-Claim-Bin": {"Y2xhaW1lZA"}}), ownership.ClaimMissing},
-	{"garbage pushback", trailersOnly("13", http.Header{"Error-Claim": {"claimed"}, "Grpc-Retry-Pushback-Ms": {"-99999999999999999999"}}), ownership.ClaimClaimed},
-	// grpc-go fails a call with a malformed status as Unknown, without
-	// its trailers: no claim.
-	{"a garbage status", trailersOnly("banana", claim("claimed")), ownership.ClaimMissing},
-	{"an out-of-range status", trailersOnly("4294967295", claim("claimed")), ownership.ClaimMissing},
-	{"a 1 MiB status message", trailersOnly("13", http.Header{"Error-Claim": {"claimed"}, "Grpc-Message": {strings.Repeat("%ff", huge/3)}}), ownership.ClaimClaimed},
-	{"10,000 junk trailers", func() func(http.ResponseWriter, <-chan struct{}) {
-		h := claim("claimed")
-		for i := range 10000 {
-			h[fmt.Sprintf("X-Junk-%d", i)] = []string{"j"}
-		}
-		return trailersOnly("14", h)
-	}(), ownership.ClaimClaimed},
-	{"a claim in the headers, not the trailers", func(w http.ResponseWriter, _ <-chan struct{}) {
-		w.Header().Set("Error-Claim", "claimed")
-		withMessage("13", nil)(w, nil)
-	}, ownership.ClaimMissing},
-	{"a message, then a failure", withMessage("14", claim("claimed")), ownership.ClaimClaimed},
-	{"a claim on a success", withMessage("0", claim("unclaimed")), ownership.ClaimMissing},
-	{"a claim on a caller's fault", trailersOnly("5", claim("claimed")), ownership.ClaimMissing},
-	{"not gRPC at all", func(w http.ResponseWriter, _ <-chan struct{}) {
-		w.Header().Set("Error-Claim", "claimed")
-		http.Error(w, "<html>bad gateway</html>", http.StatusBadGateway)
-	}, ownership.ClaimMissing},
-	{hanging, func(w http.ResponseWriter, stop <-chan struct{}) {
-		w.Header().Set("Content-Type", "application/grpc")
-		w.WriteHeader(http.StatusOK)
-		w.(http.Flusher).Flush()
-		select {
-		case <-stop:
-		case <-time.After(10 * time.Second):
-		}
-	}, ownership.ClaimMissing},
+}
+
+// hostileCallees returns them all, built afresh on each call as in the
+// HTTP test.
+func hostileCallees() []hostileCallee {
+	return []hostileCallee{
+		{"claims everything", trailersOnly("13", claim("claimed")), ownership.ClaimClaimed},
+		{"unclaims everything", trailersOnly("13", claim("unclaimed")), ownership.ClaimUnclaimed},
+		{"an invalid value", trailersOnly("13", claim("yes-please")), ownership.ClaimMissing},
+		{"invalid UTF-8", trailersOnly("13", claim("\xff\xfe\xfd")), ownership.ClaimMissing},
+		{"claimed, then invalid UTF-8", trailersOnly("13", claim("claimed\xc3\x28")), ownership.ClaimMissing},
+		{"a 1 MiB claim", trailersOnly("13", claim(strings.Repeat("claimed", huge/7))), ownership.ClaimMissing},
+		{"a 1 MiB trailer beside the claim", trailersOnly("13", http.Header{"X-Junk": {strings.Repeat("j", huge)}, "Error-Claim": {"claimed"}}), ownership.ClaimClaimed},
+		{"1000 repeated claims", trailersOnly("13", claim(strings.Split(strings.Repeat("claimed,", 1000), ",")[:1000]...)), ownership.ClaimMissing},
+		{"claimed and unclaimed", trailersOnly("13", claim("claimed", "unclaimed")), ownership.ClaimMissing},
+		{"a comma list", trailersOnly("13", claim("claimed,unclaimed")), ownership.ClaimMissing},
+		{"an odd letter case", trailersOnly("13", http.Header{"eRRoR-cLaIm": {"CLAIMED"}}), ownership.ClaimClaimed},
+		{"a binary claim", trailersOnly("13", http.Header{"Error-Claim-Bin": {"Y2xhaW1lZA"}}), ownership.ClaimMissing},
+		{"garbage pushback", trailersOnly("13", http.Header{"Error-Claim": {"claimed"}, "Grpc-Retry-Pushback-Ms": {"-99999999999999999999"}}), ownership.ClaimClaimed},
+		// grpc-go fails a call with a malformed status as Unknown, without
+		// its trailers: no claim.
+		{"a garbage status", trailersOnly("banana", claim("claimed")), ownership.ClaimMissing},
+		{"an out-of-range status", trailersOnly("4294967295", claim("claimed")), ownership.ClaimMissing},
+		{"a 1 MiB status message", trailersOnly("13", http.Header{"Error-Claim": {"claimed"}, "Grpc-Message": {strings.Repeat("%ff", huge/3)}}), ownership.ClaimClaimed},
+		{"10,000 junk trailers", func() func(http.ResponseWriter, <-chan struct{}) {
+			h := claim("claimed")
+			for i := range 10000 {
+				h[fmt.Sprintf("X-Junk-%d", i)] = []string{"j"}
+			}
+			return trailersOnly("14", h)
+		}(), ownership.ClaimClaimed},
+		{"a claim in the headers, not the trailers", func(w http.ResponseWriter, _ <-chan struct{}) {
+			w.Header().Set("Error-Claim", "claimed")
+			withMessage("13", nil)(w, nil)
+		}, ownership.ClaimMissing},
+		{"a message, then a failure", withMessage("14", claim("claimed")), ownership.ClaimClaimed},
+		{"a claim on a success", withMessage("0", claim("unclaimed")), ownership.ClaimMissing},
+		{"a claim on a caller's fault", trailersOnly("5", claim("claimed")), ownership.ClaimMissing},
+		{"not gRPC at all", func(w http.ResponseWriter, _ <-chan struct{}) {
+			w.Header().Set("Error-Claim", "claimed")
+			http.Error(w, "<html>bad gateway</html>", http.StatusBadGateway)
+		}, ownership.ClaimMissing},
+		{hanging, func(w http.ResponseWriter, stop <-chan struct{}) {
+			w.Header().Set("Content-Type", "application/grpc")
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			select {
+			case <-stop:
+			case <-time.After(10 * time.Second):
+			}
+		}, ownership.ClaimMissing},
+	}
 }
 
 // dialPlain connects to addr without the hooks.
@@ -199,7 +205,7 @@ func timedCall(conn *grpc.ClientConn, deadline time.Duration) (error, time.Durat
 // clean value whatever its callee sent.
 func TestHostileCallee(t *testing.T) {
 	slack := soaktest.Pick(time.Second, 5*time.Second, time.Second) // see the HTTP test of the same name
-	for _, tc := range hostileCallees {
+	for _, tc := range hostileCallees() {
 		t.Run(tc.name, func(t *testing.T) {
 			callee := newRawCallee(t, tc.respond)
 			// grpc-go reads up to 16 MiB of headers by default; said here
@@ -334,7 +340,7 @@ func TestHostileTrailersAllocateNothing(t *testing.T) {
 // proxy would: a relayed error-claim that is not one clean value is not
 // the handler's claim; the interceptor drops it and sends its own.
 func TestHostileCalleeThroughRelay(t *testing.T) {
-	for _, tc := range hostileCallees {
+	for _, tc := range hostileCallees() {
 		if tc.name == hanging {
 			continue
 		}

@@ -99,67 +99,73 @@ func repeat(name, value string, n int) string {
 
 const mib = 1 << 20
 
-// hostileCallees are the lies and the garbage a callee can send back.
-// want is the claim the hooks must read; stalls marks the answers whose
-// body never ends.
-var hostileCallees = []struct {
+// hostileCallee is a lie or garbage a callee can send back; want is the
+// claim the hooks must read on it.
+type hostileCallee struct {
 	name    string
 	respond func(w *bufio.Writer, stop <-chan struct{}) bool
 	want    ownership.Claim
-}{
-	{"claims everything", headers("Error-Claim: claimed\r\n"), ownership.ClaimClaimed},
-	{"unclaims everything", headers("Error-Claim: unclaimed\r\n"), ownership.ClaimUnclaimed},
-	{"an invalid value", headers("Error-Claim: yes-please\r\n"), ownership.ClaimMissing},
-	{"invalid UTF-8", headers("Error-Claim: \xff\xfe\xfd\r\n"), ownership.ClaimMissing},
-	{"claimed, then invalid UTF-8", headers("Error-Claim: claimed\xc3\x28\r\n"), ownership.ClaimMissing},
-	{"claimed with a NUL", headers("Error-Claim: claimed\x00\r\n"), ownership.ClaimMissing},
-	{"claimed with trailing spaces", headers("Error-Claim: claimed   \r\n"), ownership.ClaimClaimed},
-	{"a 1 MiB claim", headers("Error-Claim: " + strings.Repeat("claimed", mib/7) + "\r\n"), ownership.ClaimMissing},
-	{"a 1 MiB header beside the claim", headers("X-Junk: " + strings.Repeat("j", mib) + "\r\nError-Claim: claimed\r\n"), ownership.ClaimClaimed},
-	{"1000 repeated claims", headers(repeat("Error-Claim", "claimed", 1000)), ownership.ClaimMissing},
-	{"claimed and unclaimed", headers("Error-Claim: claimed\r\nerror-claim: unclaimed\r\n"), ownership.ClaimMissing},
-	{"a comma list", headers("Error-Claim: claimed, unclaimed\r\n"), ownership.ClaimMissing},
-	{"an empty claim", headers("Error-Claim:\r\n"), ownership.ClaimMissing},
-	{"an odd letter case", headers("eRRoR-cLaIm: CLAIMED\r\n"), ownership.ClaimClaimed},
-	{"10,000 junk headers", headers(repeat("X-Junk", "j", 10000) + "Error-Claim: claimed\r\n"), ownership.ClaimClaimed},
-	{"a body that never ends", func(w *bufio.Writer, stop <-chan struct{}) bool {
-		_, _ = w.WriteString(status500 + "Error-Claim: claimed\r\nContent-Length: 100000\r\n\r\n" + strings.Repeat("x", 10))
-		_ = w.Flush()
-		<-stop
-		return false
-	}, ownership.ClaimClaimed},
-	{"a body that trickles", func(w *bufio.Writer, stop <-chan struct{}) bool {
-		_, _ = w.WriteString(status500 + "Error-Claim: claimed\r\nTransfer-Encoding: chunked\r\n\r\n")
-		for {
-			_, _ = w.WriteString("1\r\nx\r\n")
-			if w.Flush() != nil {
-				return false
+}
+
+// hostileCallees returns them all. It builds them on each call, so that
+// the megabytes of them weigh on no other test or benchmark of the
+// package.
+func hostileCallees() []hostileCallee {
+	return []hostileCallee{
+		{"claims everything", headers("Error-Claim: claimed\r\n"), ownership.ClaimClaimed},
+		{"unclaims everything", headers("Error-Claim: unclaimed\r\n"), ownership.ClaimUnclaimed},
+		{"an invalid value", headers("Error-Claim: yes-please\r\n"), ownership.ClaimMissing},
+		{"invalid UTF-8", headers("Error-Claim: \xff\xfe\xfd\r\n"), ownership.ClaimMissing},
+		{"claimed, then invalid UTF-8", headers("Error-Claim: claimed\xc3\x28\r\n"), ownership.ClaimMissing},
+		{"claimed with a NUL", headers("Error-Claim: claimed\x00\r\n"), ownership.ClaimMissing},
+		{"claimed with trailing spaces", headers("Error-Claim: claimed   \r\n"), ownership.ClaimClaimed},
+		{"a 1 MiB claim", headers("Error-Claim: " + strings.Repeat("claimed", mib/7) + "\r\n"), ownership.ClaimMissing},
+		{"a 1 MiB header beside the claim", headers("X-Junk: " + strings.Repeat("j", mib) + "\r\nError-Claim: claimed\r\n"), ownership.ClaimClaimed},
+		{"1000 repeated claims", headers(repeat("Error-Claim", "claimed", 1000)), ownership.ClaimMissing},
+		{"claimed and unclaimed", headers("Error-Claim: claimed\r\nerror-claim: unclaimed\r\n"), ownership.ClaimMissing},
+		{"a comma list", headers("Error-Claim: claimed, unclaimed\r\n"), ownership.ClaimMissing},
+		{"an empty claim", headers("Error-Claim:\r\n"), ownership.ClaimMissing},
+		{"an odd letter case", headers("eRRoR-cLaIm: CLAIMED\r\n"), ownership.ClaimClaimed},
+		{"10,000 junk headers", headers(repeat("X-Junk", "j", 10000) + "Error-Claim: claimed\r\n"), ownership.ClaimClaimed},
+		{"a body that never ends", func(w *bufio.Writer, stop <-chan struct{}) bool {
+			_, _ = w.WriteString(status500 + "Error-Claim: claimed\r\nContent-Length: 100000\r\n\r\n" + strings.Repeat("x", 10))
+			_ = w.Flush()
+			<-stop
+			return false
+		}, ownership.ClaimClaimed},
+		{"a body that trickles", func(w *bufio.Writer, stop <-chan struct{}) bool {
+			_, _ = w.WriteString(status500 + "Error-Claim: claimed\r\nTransfer-Encoding: chunked\r\n\r\n")
+			for {
+				_, _ = w.WriteString("1\r\nx\r\n")
+				if w.Flush() != nil {
+					return false
+				}
+				select {
+				case <-stop:
+					return false
+				case <-time.After(100 * time.Millisecond):
+				}
 			}
-			select {
-			case <-stop:
-				return false
-			case <-time.After(100 * time.Millisecond):
+		}, ownership.ClaimClaimed},
+		{"a 64 MiB body", func(w *bufio.Writer, _ <-chan struct{}) bool {
+			_, _ = w.WriteString(status500 + "Error-Claim: claimed\r\nContent-Length: 67108864\r\n\r\n")
+			chunk := strings.Repeat("x", 64<<10)
+			for range 1024 {
+				if _, err := w.WriteString(chunk); err != nil {
+					return false
+				}
 			}
-		}
-	}, ownership.ClaimClaimed},
-	{"a 64 MiB body", func(w *bufio.Writer, _ <-chan struct{}) bool {
-		_, _ = w.WriteString(status500 + "Error-Claim: claimed\r\nContent-Length: 67108864\r\n\r\n")
-		chunk := strings.Repeat("x", 64<<10)
-		for range 1024 {
-			if _, err := w.WriteString(chunk); err != nil {
-				return false
-			}
-		}
-		return true
-	}, ownership.ClaimClaimed},
-	{"a broken chunked body", func(w *bufio.Writer, _ <-chan struct{}) bool {
-		_, _ = w.WriteString(status500 + "Error-Claim: claimed\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nnot a chunk\r\n")
-		return false
-	}, ownership.ClaimClaimed},
-	{"a claim on a 200", func(w *bufio.Writer, _ <-chan struct{}) bool {
-		_, _ = w.WriteString("HTTP/1.1 200 OK\r\nError-Claim: unclaimed\r\nContent-Length: 2\r\n\r\nok")
-		return true
-	}, ownership.ClaimMissing},
+			return true
+		}, ownership.ClaimClaimed},
+		{"a broken chunked body", func(w *bufio.Writer, _ <-chan struct{}) bool {
+			_, _ = w.WriteString(status500 + "Error-Claim: claimed\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nnot a chunk\r\n")
+			return false
+		}, ownership.ClaimClaimed},
+		{"a claim on a 200", func(w *bufio.Writer, _ <-chan struct{}) bool {
+			_, _ = w.WriteString("HTTP/1.1 200 OK\r\nError-Claim: unclaimed\r\nContent-Length: 2\r\n\r\nok")
+			return true
+		}, ownership.ClaimMissing},
+	}
 }
 
 // roundTrip makes one call through rt and reads only the status: a caller
@@ -204,7 +210,7 @@ func TestHostileCallee(t *testing.T) {
 	// slack for a loaded machine; a hook that waited on a stalled body
 	// would wait until the test's deadline.
 	slack := soaktest.Pick(time.Second, 5*time.Second, time.Second)
-	for _, tc := range hostileCallees {
+	for _, tc := range hostileCallees() {
 		t.Run(tc.name, func(t *testing.T) {
 			callee := newRawCallee(t, tc.respond)
 			bare := &http.Transport{}
@@ -385,7 +391,7 @@ const persistConn = "net/http.(*persistConn).readLoop"
 // its own. (A clean one cannot be told from the handler's own: see the
 // next test.)
 func TestHostileCalleeThroughReverseProxy(t *testing.T) {
-	for _, tc := range hostileCallees {
+	for _, tc := range hostileCallees() {
 		t.Run(tc.name, func(t *testing.T) {
 			callee := newRawCallee(t, tc.respond)
 			target, _ := url.Parse(callee.url)
