@@ -17,9 +17,10 @@ build:
 	$(GO) build $(PKGS)
 	$(GO) build -o bin/errorownership ./cmd/errorownership
 
-## test: unit, integration and end-to-end tests (needs the PostgreSQL binaries)
+## test: unit, integration and end-to-end tests (needs the PostgreSQL binaries), then the SDK hooks under the race detector
 test:
 	$(GO) test -count=1 -timeout 30m $(PKGS)
+	$(GO) test -race -count=1 -timeout 10m ./hooks/...
 
 ## lint: go vet and gofmt
 lint:

@@ -31,6 +31,21 @@ const (
 	maxPoll         = 10 * time.Minute
 	maxErrorBackoff = time.Minute
 	maxBody         = 1 << 20
+	// maxETag is the longest ETag the Client keeps to revalidate with; a
+	// longer one is not kept, and the next fetch asks for the whole
+	// document.
+	maxETag = 1 << 10
+	// MaxMinRetriesPerSecond is the largest retry-budget floor the
+	// Client accepts. A floor is a reserve of retries a client may always
+	// make, per peer, on top of what its requests earn; 100 times the
+	// default (10) is already more than any service needs, and a floor of
+	// 1e308, which ownership.RetryBudget.Validate lets through, would be
+	// no budget at all. Hints with a larger floor are refused as a whole.
+	MaxMinRetriesPerSecond = 1000
+	// DefaultFetchTimeout bounds each fetch, reading the body included,
+	// whatever the HTTP client: a collector that answers slowly, or
+	// trickles its body, costs a poll, never a stuck poller.
+	DefaultFetchTimeout = 5 * time.Second
 )
 
 // A Client polls a collector for one service's hints and answers the hooks
@@ -42,8 +57,17 @@ const (
 // safe defaults: no fail-open knowledge (every edge unknown, so fail-close)
 // and hooks.DefaultLimits.
 //
-// Its methods are safe for concurrent use; Mode and BudgetLimits are one
-// atomic load and a map lookup.
+// Garbage is anything but a 200 with a valid document for the service, of
+// at most 1 MiB, read within the fetch timeout (DefaultFetchTimeout):
+// another status (a 304 only answers an If-None-Match the Client sent),
+// invalid JSON, another version or service, a negative TTL, a retry budget
+// out of range or with a floor over MaxMinRetriesPerSecond. Each failure
+// backs the next fetch off, from 1 s to a minute. A TTL or max-age is held
+// within [1 s, 10 min]; an ETag over 1 KiB is not kept.
+//
+// Its methods are safe for concurrent use; Mode and BudgetLimits never
+// wait on a fetch: they read the last good state with one atomic load, and
+// Mode then scans the edges to the peer without allocating.
 type Client struct {
 	url string
 	// shown is url as errors name it, without a password it may hold.
@@ -53,6 +77,7 @@ type Client struct {
 	header   http.Header
 	now      func() time.Time
 	maxStale time.Duration
+	timeout  time.Duration // per fetch
 
 	state atomic.Pointer[state]
 
@@ -77,6 +102,8 @@ type Option func(*Client)
 // WithHTTPClient makes the Client fetch with hc (default: a client with a
 // 5 s timeout): a collector serving hints over TLS with a certificate of a
 // private CA needs one whose Transport trusts it (TLSClientConfig.RootCAs).
+// Whatever hc's timeout, a fetch also ends after the fetch timeout
+// (WithFetchTimeout).
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = hc } }
 
 // WithHeader makes the Client send the header name: value with every
@@ -93,6 +120,11 @@ func WithHeader(name, value string) Option {
 		c.header.Add(name, value)
 	}
 }
+
+// WithFetchTimeout bounds each fetch, from the request to the end of the
+// body (default DefaultFetchTimeout). A fetch that runs out of time is a
+// failure: the last good hints stay, and the next fetch backs off.
+func WithFetchTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
 
 // WithClock makes the Client read time from now, for tests.
 func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = now } }
@@ -111,6 +143,7 @@ func New(baseURL, service string, opts ...Option) *Client {
 		http:     &http.Client{Timeout: 5 * time.Second},
 		now:      time.Now,
 		maxStale: DefaultMaxStale,
+		timeout:  DefaultFetchTimeout,
 	}
 	for _, o := range opts {
 		o(c)
@@ -160,6 +193,11 @@ func (c *Client) Refresh(ctx context.Context) (next time.Duration, err error) {
 }
 
 func (c *Client) fetch(ctx context.Context) (time.Duration, error) {
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
 	if err != nil {
 		var ue *url.Error
@@ -173,7 +211,8 @@ func (c *Client) fetch(ctx context.Context) (time.Duration, error) {
 	}
 	req.Header.Set("Accept", "application/json")
 	old := c.state.Load()
-	if old != nil && c.etag != "" {
+	revalidate := old != nil && c.etag != ""
+	if revalidate {
 		req.Header.Set("If-None-Match", c.etag)
 	}
 	res, err := c.http.Do(req)
@@ -183,7 +222,7 @@ func (c *Client) fetch(ctx context.Context) (time.Duration, error) {
 	defer res.Body.Close()
 
 	switch {
-	case res.StatusCode == http.StatusNotModified && old != nil:
+	case res.StatusCode == http.StatusNotModified && revalidate:
 		st := *old
 		st.checked = c.now()
 		c.state.Store(&st)
@@ -205,8 +244,14 @@ func (c *Client) fetch(ctx context.Context) (time.Duration, error) {
 	if err := h.Validate(c.service); err != nil {
 		return 0, fmt.Errorf("hints: %s: %w", c.shown, err)
 	}
+	if b := h.Budget(); b.MinRetriesPerSecond > MaxMinRetriesPerSecond {
+		return 0, fmt.Errorf("hints: %s: retry budget floor %v over %d retries a second", c.shown, b.MinRetriesPerSecond, MaxMinRetriesPerSecond)
+	}
 	c.state.Store(&state{hints: h, index: newIndex(h.Edges), limits: h.Budget(), checked: c.now()})
 	c.etag = res.Header.Get("ETag")
+	if len(c.etag) > maxETag {
+		c.etag = ""
+	}
 	return pollAfter(res.Header, h), nil
 }
 
@@ -217,9 +262,18 @@ func pollAfter(hdr http.Header, h *ownership.Hints) time.Duration {
 	if age, ok := maxAge(hdr.Get("Cache-Control")); ok {
 		d = age
 	} else if h != nil && h.TTLSeconds > 0 {
-		d = time.Duration(h.TTLSeconds) * time.Second
+		d = seconds(h.TTLSeconds)
 	}
 	return min(max(d, minPoll), maxPoll)
+}
+
+// seconds converts n ≥ 0 seconds to a Duration, saturating above maxPoll
+// rather than overflowing: 2^63 − 1 seconds are not −1 s.
+func seconds(n int) time.Duration {
+	if n > int(maxPoll/time.Second) {
+		return maxPoll + time.Second
+	}
+	return time.Duration(n) * time.Second
 }
 
 // maxAge reads max-age from a Cache-Control value.
@@ -233,7 +287,7 @@ func maxAge(cc string) (time.Duration, bool) {
 		if err != nil || n < 0 {
 			return 0, false
 		}
-		return time.Duration(n) * time.Second, true
+		return seconds(n), true
 	}
 	return 0, false
 }
@@ -302,20 +356,31 @@ func newIndex(edges []ownership.HintEdge) index {
 	ix := index{edges: edges, byPeer: map[string][]int32{}, portless: map[string][]int32{}, ported: map[string][]int32{}}
 	for i, e := range edges {
 		n := int32(i)
-		ix.byPeer[e.PeerService] = append(ix.byPeer[e.PeerService], n)
+		add(ix.byPeer, e.PeerService, n)
 		for _, a := range e.PeerAddresses {
 			if a == e.PeerService {
 				continue
 			}
-			ix.byPeer[a] = append(ix.byPeer[a], n)
+			add(ix.byPeer, a, n)
 			if host, ok := splitPort(a); ok {
-				ix.ported[host] = append(ix.ported[host], n)
+				add(ix.ported, host, n)
 			} else {
-				ix.portless[a] = append(ix.portless[a], n)
+				add(ix.portless, a, n)
 			}
 		}
 	}
 	return ix
+}
+
+// add lists edge n under key k, once: edges are added in order, so an
+// edge found again under the same key (a repeated address, two ports of
+// one host) is the last one listed.
+func add(m map[string][]int32, k string, n int32) {
+	l := m[k]
+	if len(l) > 0 && l[len(l)-1] == n {
+		return
+	}
+	m[k] = append(l, n)
 }
 
 // splitPort returns the host of "host:port" ("[v6]:port") and true, or
@@ -337,25 +402,24 @@ func (ix *index) mode(operation, peer, peerOperation string) ownership.Mode {
 			cands = ix.ported[peer]
 		}
 	}
+	// The edges of operation, if the hints know any; else every edge to
+	// the peer.
+	mine := false
 	if operation != "" {
-		var mine []int32
 		for _, i := range cands {
 			if matchOperation(ix.edges[i].Operation, operation) {
-				mine = append(mine, i)
+				mine = true
+				break
 			}
-		}
-		if len(mine) > 0 {
-			cands = mine
 		}
 	}
 	var t tally
-	seen := map[int32]bool{} // an edge may be found by its name and an address
 	for _, i := range cands {
 		e := &ix.edges[i]
-		if seen[i] || (peerOperation != "" && !matchOperation(e.PeerOperation, peerOperation)) {
+		if mine && !matchOperation(e.Operation, operation) ||
+			peerOperation != "" && !matchOperation(e.PeerOperation, peerOperation) {
 			continue
 		}
-		seen[i] = true
 		switch e.Mode {
 		case ownership.ModeFailOpen:
 			t.open++
@@ -412,26 +476,35 @@ func matchOperation(pattern, op string) bool {
 }
 
 // matchPath matches a path against a route template, both without their
-// leading "/".
+// leading "/", a segment at a time and without allocating: the hooks ask
+// on the failure path of requests, over as many edges as a hints document
+// holds.
 func matchPath(pattern, path string) bool {
-	ps, qs := strings.Split(pattern, "/"), strings.Split(path, "/")
-	for i, seg := range ps {
+	more := true // path has a segment left
+	for {
+		seg, prest, pmore := strings.Cut(pattern, "/")
 		switch {
-		case i == len(ps)-1 && seg == "": // "…/": the subtree below
-			return len(qs) > i
+		case !pmore && seg == "": // "…/": the subtree below
+			return more
 		case seg == "{$}":
-			return i == len(qs)-1 && qs[i] == ""
-		case i >= len(qs):
+			return more && path == ""
+		case !more:
 			return false
+		}
+		qseg, qrest, qmore := strings.Cut(path, "/")
+		switch {
 		case strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "...}"):
 			return true
 		case strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}"):
-			if qs[i] == "" {
+			if qseg == "" {
 				return false
 			}
-		case seg != qs[i]:
+		case seg != qseg:
 			return false
 		}
+		if !pmore {
+			return !qmore
+		}
+		pattern, path, more = prest, qrest, qmore
 	}
-	return len(qs) == len(ps)
 }

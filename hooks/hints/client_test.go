@@ -396,3 +396,87 @@ func TestCredentials(t *testing.T) {
 		})
 	}
 }
+
+// matchPathSplit is matchPath as first written, splitting both strings:
+// the reference the allocation-free matchPath must agree with.
+func matchPathSplit(pattern, path string) bool {
+	ps, qs := strings.Split(pattern, "/"), strings.Split(path, "/")
+	for i, seg := range ps {
+		switch {
+		case i == len(ps)-1 && seg == "":
+			return len(qs) > i
+		case seg == "{$}":
+			return i == len(qs)-1 && qs[i] == ""
+		case i >= len(qs):
+			return false
+		case strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "...}"):
+			return true
+		case strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}"):
+			if qs[i] == "" {
+				return false
+			}
+		case seg != qs[i]:
+			return false
+		}
+	}
+	return len(qs) == len(ps)
+}
+
+// TestMatchPathAgrees compares matchPath with the reference on every
+// pattern and path of up to three segments drawn from the kinds there
+// are.
+func TestMatchPathAgrees(t *testing.T) {
+	join := func(parts []string, n int, each func(string)) {
+		var rec func(prefix string, k int)
+		rec = func(prefix string, k int) {
+			each(prefix)
+			if k == n {
+				return
+			}
+			for _, p := range parts {
+				if prefix == "" && k == 0 {
+					rec(p, k+1)
+				} else {
+					rec(prefix+"/"+p, k+1)
+				}
+			}
+		}
+		rec("", 0)
+	}
+	var patterns, paths []string
+	join([]string{"", "a", "b", "{x}", "{x...}", "{$}", "{", "}"}, 3, func(s string) { patterns = append(patterns, s) })
+	join([]string{"", "a", "b", "{x}"}, 4, func(s string) { paths = append(paths, s) })
+	for _, p := range patterns {
+		for _, q := range paths {
+			if got, want := matchPath(p, q), matchPathSplit(p, q); got != want {
+				t.Errorf("matchPath(%q, %q) = %v, reference %v", p, q, got, want)
+			}
+		}
+	}
+	t.Logf("%d patterns × %d paths", len(patterns), len(paths))
+}
+
+func FuzzMatchPath(f *testing.F) {
+	for _, s := range [][2]string{{"items/{id}", "items/42"}, {"static/", "static/a/b"}, {"{$}", ""}, {"files/{p...}", "files/a"}, {"", "x"}, {"a//b", "a//b"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, pattern, path string) {
+		if got, want := matchPath(pattern, path), matchPathSplit(pattern, path); got != want {
+			t.Fatalf("matchPath(%q, %q) = %v, reference %v", pattern, path, got, want)
+		}
+	})
+}
+
+// BenchmarkMode asks the sample hints what the middleware asks on a
+// failed call: an inbound route, a peer, a concrete peer operation.
+func BenchmarkMode(b *testing.B) {
+	var h ownership.Hints
+	if err := json.Unmarshal([]byte(sample), &h); err != nil {
+		b.Fatal(err)
+	}
+	ix := newIndex(h.Edges)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = ix.mode("POST /checkout", "recommendations", "GET /recommendations/42")
+	}
+}

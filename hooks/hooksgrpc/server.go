@@ -22,7 +22,12 @@ import (
 // status (WithFaultCodes), sets the trailer error-claim from those calls and
 // the hints (hooks.Claim) — with grpc-retry-pushback-ms: -1 alongside
 // unclaimed, so a plain gRPC retry policy (gRFC A6) does not retry either.
-// A handler that sets error-claim in its trailer itself wins.
+// A handler that sets error-claim in its trailer itself, to one claimed or
+// unclaimed, wins; any other value is dropped and replaced. A handler that
+// relays a callee's trailer (a proxy) relays its error-claim too, which
+// the interceptor cannot tell from the handler's own: delete it first, or
+// a callee that claims everything makes the relay's callers retry what its
+// client already retried.
 //
 // On the active span (the server span of otelgrpc.NewServerHandler) it sets
 // error.claim and error.claim.reason.
@@ -76,11 +81,22 @@ func (c *serverCall) bind(ctx context.Context) context.Context {
 	return ctx
 }
 
-// note remembers a claim the handler put in its trailer.
-func (c *serverCall) note(md metadata.MD) {
-	if v := md.Get(ownership.GRPCClaimKey); len(v) > 0 {
-		c.own.Store(1 + uint32(claimOf(v)))
+// note remembers a claim the handler put in its trailer and returns the
+// trailer to send: md, or a copy without error-claim if that is not one
+// clean claim (a relayed callee's garbage, say), which settle then
+// replaces with the interceptor's own.
+func (c *serverCall) note(md metadata.MD) metadata.MD {
+	v := md.Get(ownership.GRPCClaimKey)
+	if len(v) == 0 {
+		return md
 	}
+	if claim := claimOf(v); claim != ownership.ClaimMissing {
+		c.own.Store(1 + uint32(claim))
+		return md
+	}
+	md = md.Copy()
+	md.Delete(ownership.GRPCClaimKey)
+	return md
 }
 
 // settle decides and sends the claim for a call that failed with err.
@@ -127,8 +143,7 @@ type trailerWatch struct {
 }
 
 func (t *trailerWatch) SetTrailer(md metadata.MD) error {
-	t.call.note(md)
-	return t.ServerTransportStream.SetTrailer(md)
+	return t.ServerTransportStream.SetTrailer(t.call.note(md))
 }
 
 // serverStream gives the handler the context with the Ledger and notes a
@@ -142,8 +157,7 @@ type serverStream struct {
 func (s *serverStream) Context() context.Context { return s.ctx }
 
 func (s *serverStream) SetTrailer(md metadata.MD) {
-	s.call.note(md)
-	s.ServerStream.SetTrailer(md)
+	s.ServerStream.SetTrailer(s.call.note(md))
 }
 
 // claimOf reads error-claim values: anything but exactly one "claimed" or

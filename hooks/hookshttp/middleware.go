@@ -20,7 +20,14 @@ import (
 // calls, and that sets the Error-Claim header on server-fault responses
 // (see WithFault) from those calls and the hints (hooks.Claim). The header
 // is set just before the status is written, so the handler writes as usual.
-// A handler that sets Error-Claim itself wins.
+// A handler that sets Error-Claim itself, to one claimed or unclaimed,
+// wins; any other value is replaced.
+//
+// A handler that relays a callee's answer with its headers, such as
+// httputil.ReverseProxy, relays the callee's Error-Claim too, and the
+// middleware cannot tell it from the handler's own: delete it (in
+// ReverseProxy.ModifyResponse), or a callee that claims everything makes
+// the relay's callers retry what its transport already retried.
 //
 // On the active span (the server span, when Middleware runs inside
 // otelhttp.NewHandler) it sets error.claim and error.claim.reason.
@@ -71,11 +78,15 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (c *serverCall) decide(code int) {
 	h := c.ResponseWriter.Header()
 	span := trace.SpanFromContext(c.req.Context())
-	if v, ok := h[ownership.HTTPClaimHeader]; ok {
-		if span.IsRecording() && len(v) > 0 {
-			span.SetAttributes(attribute.String(ownership.AttrClaim, ownership.ParseClaim(v[0]).String()))
+	if _, ok := h[ownership.HTTPClaimHeader]; ok {
+		// The handler's own claim, if it is one. Anything else (a relayed
+		// callee's garbage, say) is replaced by the middleware's.
+		if own := ClaimOf(h); own != ownership.ClaimMissing {
+			if span.IsRecording() {
+				span.SetAttributes(attribute.String(ownership.AttrClaim, own.String()))
+			}
+			return
 		}
-		return
 	}
 	ctx := c.req.Context()
 	timedOut := code == http.StatusGatewayTimeout || errors.Is(ctx.Err(), context.DeadlineExceeded)

@@ -116,7 +116,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 
 		if res != nil {
-			drain(res.Body)
+			discard(res.Body)
 		}
 		if serr := retrying.Sleep(ctx, delay); serr != nil {
 			if next.Body != nil {
@@ -162,14 +162,31 @@ func retryRequest(req *http.Request, n int) (*http.Request, error) {
 	return r, nil
 }
 
-// drain reads a little of a discarded body so its connection can be reused,
-// then closes it.
-func drain(body io.ReadCloser) {
-	if body == nil {
+// Reading a failed attempt's body to its end lets its connection carry
+// the retry or another call. The hooks read at most maxDrain bytes of it,
+// for at most drainTimeout.
+const (
+	maxDrain     = 64 << 10
+	drainTimeout = time.Second
+)
+
+// discard reads what is left of a failed attempt's body and closes it, in
+// the background, so that the retry never waits on the callee: a body
+// that stalls or trickles is closed where it stands after drainTimeout
+// (which, for net/http's bodies, interrupts the read and drops the
+// connection), one longer than maxDrain once that much is read. Close is
+// called once, by the timer or after the read.
+func discard(body io.ReadCloser) {
+	if body == nil || body == http.NoBody {
 		return
 	}
-	_, _ = io.CopyN(io.Discard, body, 64<<10)
-	_ = body.Close()
+	go func() {
+		stop := time.AfterFunc(drainTimeout, func() { _ = body.Close() })
+		_, _ = io.CopyN(io.Discard, body, maxDrain)
+		if stop.Stop() {
+			_ = body.Close()
+		}
+	}()
 }
 
 // annotate sets the attempt's attributes on the attempt's client span: the
