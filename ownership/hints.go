@@ -3,7 +3,6 @@ package ownership
 import (
 	"errors"
 	"fmt"
-	"math"
 	"time"
 )
 
@@ -96,11 +95,18 @@ func DefaultRetryBudget() RetryBudget {
 // Validate rejects limits no sane collector means: a budget out of range
 // would let a bad answer start a storm.
 func (b RetryBudget) Validate() error {
-	if !(b.Ratio >= 0 && b.Ratio <= 1) || !(b.MinRetriesPerSecond >= 0) || math.IsInf(b.MinRetriesPerSecond, 0) {
-		return fmt.Errorf("retry budget out of range: ratio %v (want 0 to 1), min_retries_per_second %v (want 0 or more)", b.Ratio, b.MinRetriesPerSecond)
+	if !(b.Ratio >= 0 && b.Ratio <= 1) || !(b.MinRetriesPerSecond >= 0 && b.MinRetriesPerSecond <= MaxMinRetriesPerSecond) {
+		return fmt.Errorf("retry budget out of range: ratio %v (want 0 to 1), min_retries_per_second %v (want 0 to %d)",
+			b.Ratio, b.MinRetriesPerSecond, MaxMinRetriesPerSecond)
 	}
 	return nil
 }
+
+// MaxMinRetriesPerSecond is the largest retry-budget floor there is. A
+// floor is a reserve of retries a client may always make, per peer, on
+// top of what its requests earn; 100 times the default (10) is more than
+// any service needs, and a floor of 1e308 would be no budget at all.
+const MaxMinRetriesPerSecond = 1000
 
 // HintEdge is one learned edge: (service, Operation) → (PeerService,
 // PeerOperation).

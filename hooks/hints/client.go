@@ -35,13 +35,6 @@ const (
 	// longer one is not kept, and the next fetch asks for the whole
 	// document.
 	maxETag = 1 << 10
-	// MaxMinRetriesPerSecond is the largest retry-budget floor the
-	// Client accepts. A floor is a reserve of retries a client may always
-	// make, per peer, on top of what its requests earn; 100 times the
-	// default (10) is already more than any service needs, and a floor of
-	// 1e308, which ownership.RetryBudget.Validate lets through, would be
-	// no budget at all. Hints with a larger floor are refused as a whole.
-	MaxMinRetriesPerSecond = 1000
 	// DefaultFetchTimeout bounds each fetch, reading the body included,
 	// whatever the HTTP client: a collector that answers slowly, or
 	// trickles its body, costs a poll, never a stuck poller.
@@ -61,7 +54,8 @@ const (
 // at most 1 MiB, read within the fetch timeout (DefaultFetchTimeout):
 // another status (a 304 only answers an If-None-Match the Client sent),
 // invalid JSON, another version or service, a negative TTL, a retry budget
-// out of range or with a floor over MaxMinRetriesPerSecond. Each failure
+// out of range (ownership.RetryBudget.Validate: a floor over
+// ownership.MaxMinRetriesPerSecond is refused). Each failure
 // backs the next fetch off, from 1 s to a minute. A TTL or max-age is held
 // within [1 s, 10 min]; an ETag over 1 KiB is not kept.
 //
@@ -243,9 +237,6 @@ func (c *Client) fetch(ctx context.Context) (time.Duration, error) {
 	}
 	if err := h.Validate(c.service); err != nil {
 		return 0, fmt.Errorf("hints: %s: %w", c.shown, err)
-	}
-	if b := h.Budget(); b.MinRetriesPerSecond > MaxMinRetriesPerSecond {
-		return 0, fmt.Errorf("hints: %s: retry budget floor %v over %d retries a second", c.shown, b.MinRetriesPerSecond, MaxMinRetriesPerSecond)
 	}
 	c.state.Store(&state{hints: h, index: newIndex(h.Edges), limits: h.Budget(), checked: c.now()})
 	c.etag = res.Header.Get("ETag")

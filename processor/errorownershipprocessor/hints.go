@@ -53,8 +53,9 @@ func (c *HintsConfig) validate() error {
 	if r := c.RetryBudget.Ratio; !(r >= 0 && r <= 1) {
 		errs = append(errs, fmt.Errorf("hints.retry_budget.ratio: %v must be between 0 and 1, such as 0.1", r))
 	}
-	if m := c.RetryBudget.MinRetriesPerSecond; !(m >= 0) {
-		errs = append(errs, fmt.Errorf("hints.retry_budget.min_retries_per_second: %v must not be negative", m))
+	if m := c.RetryBudget.MinRetriesPerSecond; !(m >= 0 && m <= ownership.MaxMinRetriesPerSecond) {
+		errs = append(errs, fmt.Errorf("hints.retry_budget.min_retries_per_second: %v must be between 0 and %d, such as 10",
+			m, ownership.MaxMinRetriesPerSecond))
 	}
 	return errors.Join(errs...)
 }

@@ -188,7 +188,8 @@ func TestHintsConfigValidate(t *testing.T) {
 		{"ttl too short", func(h *HintsConfig) { h.TTL = 500 * time.Millisecond }, "hints.ttl: 500ms must be at least 1s, such as 30s"},
 		{"refresh above ttl", func(h *HintsConfig) { h.Refresh = time.Hour }, "hints.refresh: 1h0m0s must be at most hints.ttl"},
 		{"ratio", func(h *HintsConfig) { h.RetryBudget.Ratio = 1.5 }, "hints.retry_budget.ratio: 1.5 must be between 0 and 1"},
-		{"floor", func(h *HintsConfig) { h.RetryBudget.MinRetriesPerSecond = -1 }, "hints.retry_budget.min_retries_per_second: -1 must not be negative"},
+		{"negative floor", func(h *HintsConfig) { h.RetryBudget.MinRetriesPerSecond = -1 }, "hints.retry_budget.min_retries_per_second: -1 must be between 0 and 1000, such as 10"},
+		{"floor that is no budget", func(h *HintsConfig) { h.RetryBudget.MinRetriesPerSecond = 2000 }, "hints.retry_budget.min_retries_per_second: 2000 must be between 0 and 1000, such as 10"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
