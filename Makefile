@@ -8,7 +8,7 @@ PKGS     ?= ./...
 BENCHTIME ?= 1s
 DB_DIR   ?= .db
 
-.PHONY: all build test lint bench fuzz demo scenarios otelcol run clean db db-stop
+.PHONY: all build test lint bench fuzz demo scenarios otelcol run clean db db-stop dashboards
 
 all: lint build test
 
@@ -53,6 +53,10 @@ db-stop:
 ## fuzz: a short run of the analysis fuzzer
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzAnalyze -fuzztime 60s ./dependencyanalysis
+
+## dashboards: regenerate the Grafana dashboards' JSON in dashboards/json from dashboards/*.go
+dashboards:
+	$(GO) run ./dashboards/cmd/gendashboards -out dashboards/json
 
 ## otelcol: build the custom collector bin/otelcol-errorownership from builder-config.yaml
 otelcol: $(OTELCOL)

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/errorownership/errorownership/dashboards/internal/simtest"
 	"github.com/errorownership/errorownership/dashboards/plugin/pkg/plugin"
 	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/simulation"
@@ -185,96 +186,16 @@ func storeJSON(dsn string) string {
 	return string(b)
 }
 
-// simulated is a database filled by a short simulator run, with the
-// collector that wrote it still serving hints.
-type simulated struct {
-	dsn   string
-	col   *simulation.Collector
-	begin time.Time
-}
-
-// simulate runs the article's chain under retry-every-hop and under
-// ownership, and the checkout scenario until the collector calls
-// checkout → recommendations fail-open, through the real processor into
-// PostgreSQL.
-func simulate(t *testing.T, ctx context.Context) *simulated {
+// simulate fills a database of the shared cluster with a short simulator
+// run, the collector that wrote it still running.
+func simulate(t *testing.T, ctx context.Context) *simtest.Store {
 	t.Helper()
-	s := &simulated{dsn: pgtest.NewDatabase(t), begin: time.Now()}
-	col, err := simulation.StartCollector(ctx, simulation.CollectorConfig{DSN: s.dsn, DecisionWait: 300 * time.Millisecond,
-		FlushInterval: time.Second, BudgetRatio: simulation.BudgetRatio})
+	sim, err := simtest.Run(ctx, pgtest.NewDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.col = col
-	t.Cleanup(func() { _ = col.Shutdown(context.Background()) })
-	run := func(top *simulation.Topology, p simulation.Policy, route string, n int, hints bool, addrs map[string]string) *simulation.RunResult {
-		t.Helper()
-		r, err := simulation.Run(ctx, simulation.RunConfig{Topology: top, Policy: p, Route: route, Hints: hints,
-			HintsURL: col.HintsURL, OTLPEndpoint: col.OTLPEndpoint, Requests: n, Concurrency: 4,
-			BudgetRatio: simulation.BudgetRatio, Seed: 1, Addrs: addrs})
-		if err != nil {
-			t.Fatalf("%s %s: %v", route, p, err)
-		}
-		return r
-	}
-	run(simulation.Chain(), simulation.RetryEveryHop, "/chain/retry_every_hop", 60, false, nil)
-	run(simulation.Chain(), simulation.Ownership, "/chain/ownership", 60, false, nil)
-	learning := run(simulation.Checkout(), simulation.Ownership, "/checkout", 1000, false, nil)
-	deadline := time.Now().Add(45 * time.Second)
-	for {
-		h, err := s.processorHints(ctx, "checkout")
-		if err == nil && slices.ContainsFunc(h.Edges, func(e ownership.HintEdge) bool {
-			return e.PeerService == "recommendations" && e.Mode == ownership.ModeFailOpen
-		}) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the collector did not learn checkout → recommendations fail-open: %+v, %v", h, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	// Once the model is learned, checkout's own failures that coincide
-	// with a failed recommendations call are judged coincidental.
-	run(simulation.Checkout(), simulation.Ownership, "/checkout", 500, true, learning.Addrs)
-	// The collector analyses a trace decision_wait after its last span and
-	// writes every second: wait for the audit, then for the last flushes.
-	sc := store.DefaultConfig()
-	sc.DSN = s.dsn
-	st, err := store.Open(ctx, sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	for deadline = time.Now().Add(30 * time.Second); ; {
-		audit, err := st.Audit(ctx, s.begin.Add(-time.Minute), time.Now().Add(time.Minute), "checkout", 1)
-		if err == nil && len(audit) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no coincidental error of checkout was audited: %v", err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	time.Sleep(3 * time.Second)
-	return s
-}
-
-// processorHints asks the collector's hints endpoint.
-func (s *simulated) processorHints(ctx context.Context, service string) (ownership.Hints, error) {
-	var h ownership.Hints
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.col.HintsURL+ownership.HintsPath+"?service="+service, nil)
-	if err != nil {
-		return h, err
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return h, err
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return h, fmt.Errorf("hints: %s", res.Status)
-	}
-	return h, json.NewDecoder(res.Body).Decode(&h)
+	t.Cleanup(func() { _ = sim.Collector.Shutdown(context.Background()) })
+	return sim
 }
 
 // client speaks the plugin protocol to a running plugin.
@@ -364,11 +285,11 @@ func TestPluginAsGrafanaRunsIt(t *testing.T) {
 	sim := simulate(t, ctx)
 	p := startPlugin(t, bin)
 	c := &client{t: t, ctx: ctx, data: pluginv2.NewDataClient(p.conn), diag: pluginv2.NewDiagnosticsClient(p.conn),
-		res: pluginv2.NewResourceClient(p.conn), from: sim.begin.Add(-2 * time.Minute)}
+		res: pluginv2.NewResourceClient(p.conn), from: sim.Begin.Add(-2 * time.Minute)}
 	// The cluster trusts local connections; the password is given as
 	// Grafana would, to show that it never appears in the plugin's log.
 	const password = "pa55-never-logged"
-	ds := instance(1, storeJSON(sim.dsn), map[string]string{"password": password})
+	ds := instance(1, storeJSON(sim.DSN), map[string]string{"password": password})
 
 	t.Run("CheckHealth", func(t *testing.T) {
 		r := c.health(ds)
@@ -522,7 +443,7 @@ func TestPluginAsGrafanaRunsIt(t *testing.T) {
 		// before and after the plugin and compare when it did not change.
 		var want, got ownership.Hints
 		for attempt := 0; ; attempt++ {
-			before, err := sim.processorHints(ctx, "checkout")
+			before, err := sim.Hints(ctx, "checkout")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -534,7 +455,7 @@ func TestPluginAsGrafanaRunsIt(t *testing.T) {
 			if err := json.Unmarshal([]byte(doc), &got); err != nil {
 				t.Fatalf("document %s: %v", doc, err)
 			}
-			after, err := sim.processorHints(ctx, "checkout")
+			after, err := sim.Hints(ctx, "checkout")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -591,7 +512,7 @@ func TestPluginAsGrafanaRunsIt(t *testing.T) {
 	})
 
 	t.Run("hostile service names", func(t *testing.T) {
-		conn, err := pgx.Connect(ctx, sim.dsn)
+		conn, err := pgx.Connect(ctx, sim.DSN)
 		if err != nil {
 			t.Fatal(err)
 		}
