@@ -336,7 +336,8 @@ func where(st *store.Store, cluster *pgtest.Cluster, keep bool) string {
 	s := fmt.Sprintf("Database: %s\n", st)
 	s += "Tables: operation_stats, claim_accuracy, edge_stats, depth_stats, root_stats, coincidental_audit, flushes\n" +
 		"        (edge model: SELECT * FROM edge_model(now() - interval '1 hour', interval '10 minutes'))\n"
-	s += "Grafana dashboards: not yet built.\n"
+	s += "Grafana dashboards: dashboards/json, with their data sources in dashboards/provisioning\n" +
+		"        (to see them live: make plugin; docker compose -f dashboards/docker-compose.yaml up)\n"
 	switch {
 	case cluster == nil:
 		s += "The database is yours (--dsn); the demo left its rows there.\n"
