@@ -90,8 +90,8 @@ func fillRealistic(t *testing.T, ctx context.Context, dsn string) {
 // executions, whatever the service asked for — and captures each
 // statement's plan with auto_explain, nested ones (inside edge_model())
 // included: each read must use the index that holds its service's rows.
-// The control case runs the audit query as it was, with
-// ($3 = '' OR service = $3), and shows that it does not.
+// The control case runs the audit query as it was, one statement for one
+// service and for all (an empty name), and shows that it does not.
 func TestReadsOfOneServiceUseTheirIndexes(t *testing.T) {
 	ctx := testContext(t)
 	dsn := pgtest.NewDatabase(t)
