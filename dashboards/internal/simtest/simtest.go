@@ -40,8 +40,11 @@ type Store struct {
 // figure. The caller shuts the collector down.
 func Run(ctx context.Context, dsn string) (s *Store, err error) {
 	s = &Store{DSN: dsn, Begin: time.Now()}
+	// A trace is analysed decision_wait after its last span: on a loaded
+	// machine a callee's spans can come later than the demo's 300ms, and
+	// the callee would be named by its address. The tests want names.
 	s.Collector, err = simulation.StartCollector(ctx, simulation.CollectorConfig{DSN: dsn,
-		DecisionWait: 300 * time.Millisecond, FlushInterval: time.Second, BudgetRatio: simulation.BudgetRatio})
+		DecisionWait: 2 * time.Second, FlushInterval: time.Second, BudgetRatio: simulation.BudgetRatio})
 	if err != nil {
 		return nil, err
 	}
