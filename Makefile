@@ -8,7 +8,7 @@ PKGS     ?= ./...
 BENCHTIME ?= 1s
 DB_DIR   ?= .db
 
-.PHONY: all build test lint bench fuzz soak demo scale-demo scenarios otelcol run clean db db-stop
+.PHONY: all build test lint bench fuzz soak demo scale-demo scenarios otelcol run clean db db-stop dashboards plugin
 
 all: lint build test
 
@@ -65,6 +65,25 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzAnalyze$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./dependencyanalysis
 	$(GO) test -run '^$$' -fuzz '^FuzzProcessor$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./processor/errorownershipprocessor
 	$(GO) test -run '^$$' -fuzz '^FuzzProcessorWithStore$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./processor/errorownershipprocessor
+
+## dashboards: regenerate the Grafana dashboards' JSON in dashboards/json from dashboards/*.go
+dashboards:
+	$(GO) run ./dashboards/cmd/gendashboards -out dashboards/json
+
+PLUGIN_DIR := dashboards/plugin
+
+## plugin: build the Grafana data source into dashboards/plugin/dist: the backend for
+## linux/amd64 and linux/arm64, and, when npm is there, the frontend (committed built)
+plugin:
+	@for arch in amd64 arm64; do \
+		echo "CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -o $(PLUGIN_DIR)/dist/gpx_errorownership_linux_$$arch ./$(PLUGIN_DIR)/pkg"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -o $(PLUGIN_DIR)/dist/gpx_errorownership_linux_$$arch ./$(PLUGIN_DIR)/pkg || exit 1; \
+	done
+	@if command -v npm >/dev/null 2>&1; then \
+		cd $(PLUGIN_DIR) && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npm run build; \
+	else \
+		echo "npm not found: the frontend stays as committed in $(PLUGIN_DIR)/dist"; \
+	fi
 
 ## otelcol: build the custom collector bin/otelcol-errorownership from builder-config.yaml
 otelcol: $(OTELCOL)

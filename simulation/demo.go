@@ -337,7 +337,8 @@ func ratio(a, b int) float64 {
 func where(st *store.Store, cluster *pgtest.Cluster, keep bool) string {
 	tables := "Tables: operation_stats, claim_accuracy, edge_stats, address_stats, depth_stats, root_stats, coincidental_audit, flushes\n" +
 		"        (edge model: SELECT * FROM edge_model(now() - interval '1 hour', interval '10 minutes'))\n"
-	s := "Grafana dashboards: not yet built.\n"
+	s := "Grafana dashboards: dashboards/json, with their data sources in dashboards/provisioning\n" +
+		"        (to see them live: make plugin; docker compose -f dashboards/docker-compose.yaml up)\n"
 	switch {
 	case cluster == nil:
 		s += fmt.Sprintf("The statistics stay in your database (--dsn): %s\n", st) + tables

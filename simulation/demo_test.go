@@ -64,7 +64,7 @@ func TestDemo(t *testing.T) {
 	assert.GreaterOrEqual(t, learned.Recall, 0.95, "coincidental recall once the model is learned")
 	assert.Equal(t, learned.OwnFailures, learned.OwnClaimed, "with hints checkout claims every own failure")
 	assert.Less(t, rep.Coincidental[0].OwnClaimed, rep.Coincidental[0].OwnFailures, "without hints some own failures go unclaimed")
-	assert.Contains(t, out.String(), "Grafana dashboards: not yet built")
+	assert.Contains(t, out.String(), "Grafana dashboards: dashboards/json")
 	assert.Contains(t, out.String(), "PostgreSQL cluster removed")
 }
 

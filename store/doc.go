@@ -30,7 +30,11 @@
 //	                 storm_radius_max, storm_radius_sum
 //
 // coincidental_audit holds one row per coincidental error, and flushes one
-// row per flush written. Names are strings (an absent callee is "unknown"),
+// row per flush written. Besides its key, each statistics table is indexed
+// by the name its readers of some services filter on, then the bucket
+// (operation_stats, claim_accuracy, edge_stats and address_stats by
+// service, depth_stats and root_stats by root_service), and the audit log
+// by service, by peer_service and by trace_id. Names are strings (an absent callee is "unknown"),
 // so figures from collectors with different symbol tables merge. A name
 // longer than MaxNameBytes (512 bytes) is cut on a UTF-8 boundary and ends
 // in "…" and ten hex digits of the SHA-256 of the whole name, so that it

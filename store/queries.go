@@ -87,11 +87,14 @@ ORDER BY service, operation, peer_service, peer_operation`, since, halfLife.Seco
 			if err != nil {
 				return err
 			}
-			rows, err = tx.Query(ctx, `
-SELECT service, peer_service, address FROM address_stats
-WHERE bucket >= $1 AND ($2::text IS NULL OR service = $2)
-GROUP BY service, peer_service, address
-ORDER BY service, peer_service, address`, since, caller)
+			// One statement per case: ($2::text IS NULL OR service = $2)
+			// would keep a generic plan from reading one caller's rows
+			// through address_stats_service_bucket.
+			if caller == nil {
+				rows, err = tx.Query(ctx, addressesAll, since)
+			} else {
+				rows, err = tx.Query(ctx, addressesOf, since, *caller)
+			}
 			if err != nil {
 				return err
 			}
@@ -125,6 +128,20 @@ ORDER BY service, peer_service, address`, since, caller)
 	}
 	return out, nil
 }
+
+// The addresses callers used to reach their peers, of every caller or of one.
+const (
+	addressesAll = `
+SELECT service, peer_service, address FROM address_stats
+WHERE bucket >= $1
+GROUP BY service, peer_service, address
+ORDER BY service, peer_service, address`
+	addressesOf = `
+SELECT service, peer_service, address FROM address_stats
+WHERE bucket >= $1 AND service = $2
+GROUP BY service, peer_service, address
+ORDER BY service, peer_service, address`
+)
 
 // RootDepth is how many requests a service served at one depth below a
 // root (user-facing) operation, per root request: Ƞ, 2Ƞ, 4Ƞ … (docs/design.md §1)
@@ -379,12 +396,16 @@ func (s *Store) Audit(ctx context.Context, from, to time.Time, service string, l
 	if limit <= 0 {
 		limit = DefaultAuditLimit
 	}
-	rows, err := s.pool.Query(ctx, `
-SELECT time, trace_id, span_id, service, operation, peer_service, peer_operation, claim_sent, claim_expected, reason
-FROM coincidental_audit
-WHERE time >= $1 AND time < $2 AND ($3 = '' OR service = $3)
-ORDER BY time DESC, trace_id, span_id
-LIMIT $4`, from, to, service, limit)
+	// One statement per case: ($3 = '' OR service = $3) would keep a
+	// generic plan from reading one service's entries through
+	// coincidental_audit_service_time.
+	var rows pgx.Rows
+	var err error
+	if service == "" {
+		rows, err = s.pool.Query(ctx, auditAll, from, to, limit)
+	} else {
+		rows, err = s.pool.Query(ctx, auditOf, from, to, limit, service)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: audit: %w", err)
 	}
@@ -401,6 +422,22 @@ LIMIT $4`, from, to, service, limit)
 	}
 	return out, nil
 }
+
+// The audit log of every service, or of one.
+const (
+	auditAll = `
+SELECT time, trace_id, span_id, service, operation, peer_service, peer_operation, claim_sent, claim_expected, reason
+FROM coincidental_audit
+WHERE time >= $1 AND time < $2
+ORDER BY time DESC, trace_id, span_id
+LIMIT $3`
+	auditOf = `
+SELECT time, trace_id, span_id, service, operation, peer_service, peer_operation, claim_sent, claim_expected, reason
+FROM coincidental_audit
+WHERE time >= $1 AND time < $2 AND service = $4
+ORDER BY time DESC, trace_id, span_id
+LIMIT $3`
+)
 
 // SchemaVersion returns the applied schema version (0: none).
 func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
