@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -58,6 +59,9 @@ type Server struct {
 	srv     *http.Server
 	serving sync.WaitGroup
 
+	connsMu sync.Mutex
+	conns   map[net.Conn]http.ConnState // open connections, for Shutdown
+
 	mu      sync.Mutex
 	view    *edges.View // the view answers holds the answers of
 	answers map[string]*answer
@@ -93,6 +97,8 @@ func (h *Server) Start(ctx context.Context, host component.Host, set component.T
 		return fmt.Errorf("hints: %w", err)
 	}
 	h.srv.MaxHeaderBytes = maxHeaderBytes
+	h.conns = make(map[net.Conn]http.ConnState)
+	h.srv.ConnState = h.connState
 	h.serving.Add(1)
 	go func() {
 		defer h.serving.Done()
@@ -104,20 +110,62 @@ func (h *Server) Start(ctx context.Context, host component.Host, set component.T
 	return nil
 }
 
-// Shutdown stops the server and waits for it until ctx ends, then closes
-// the connections still open, which cancels their requests' contexts: a
-// request waiting for a database that does not answer must not hold the
-// processor's shutdown.
+// Shutdown stops the server and waits until every request in flight is
+// answered, or ctx ends; then it closes the connections still open, which
+// cancels their requests' contexts: a request waiting for a database that
+// does not answer must not hold the processor's shutdown. Connections that
+// are open but never sent a request are closed at once: net/http would
+// wait up to five seconds for each, as long as the whole shutdown may take.
 func (h *Server) Shutdown(ctx context.Context) error {
 	if h.srv == nil {
 		return nil
 	}
-	err := h.srv.Shutdown(ctx)
+	shut := make(chan error, 1)
+	go func() { shut <- h.srv.Shutdown(ctx) }()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var err error
+wait:
+	for {
+		select {
+		case err = <-shut:
+			break wait
+		case <-tick.C:
+			if !h.busy() {
+				err = h.srv.Close()
+				<-shut
+				break wait
+			}
+		}
+	}
 	if err != nil {
 		err = errors.Join(fmt.Errorf("hints: requests still in flight at shutdown: %w", err), h.srv.Close())
 	}
 	h.serving.Wait()
 	return err
+}
+
+// connState keeps track of the connections and their states.
+func (h *Server) connState(c net.Conn, state http.ConnState) {
+	h.connsMu.Lock()
+	defer h.connsMu.Unlock()
+	if state == http.StateClosed || state == http.StateHijacked {
+		delete(h.conns, c)
+	} else {
+		h.conns[c] = state
+	}
+}
+
+// busy reports whether a connection is serving a request.
+func (h *Server) busy() bool {
+	h.connsMu.Lock()
+	defer h.connsMu.Unlock()
+	for _, state := range h.conns {
+		if state == http.StateActive {
+			return true
+		}
+	}
+	return false
 }
 
 // refuse answers what confighttp refuses before ServeHTTP is called — a
