@@ -40,5 +40,6 @@ func newRootCommand() *cobra.Command {
 	}
 	root.AddCommand(newAnalyzeCommand())
 	root.AddCommand(newDemoCommand())
+	root.AddCommand(newAuditCommand())
 	return root
 }
