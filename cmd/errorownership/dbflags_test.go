@@ -51,7 +51,7 @@ func TestStoreErrors(t *testing.T) {
 			"use the errorownership command of the collector's version"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, args := range [][]string{{"audit"}} {
+			for _, args := range [][]string{{"audit"}, {"hints", "checkout"}} {
 				_, stderr, err := runCLI(t, append(args, "--dsn", tc.dsn, "--db-timeout", "20s")...)
 				require.Error(t, err, args)
 				for _, w := range tc.want {

@@ -41,5 +41,6 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newAnalyzeCommand())
 	root.AddCommand(newDemoCommand())
 	root.AddCommand(newAuditCommand())
+	root.AddCommand(newHintsCommand())
 	return root
 }
