@@ -64,6 +64,9 @@ type RunConfig struct {
 	Concurrency  int
 	// BudgetRatio and BudgetMin are the clients' retry budget limits.
 	BudgetRatio, BudgetMin float64
+	// MaxAttempts bounds a call's attempts, the first included, under
+	// every policy but NoRetries; 0 means 2 (one retry).
+	MaxAttempts int
 	Seed                   uint64
 	// Addrs are the addresses the services listen on, by name, such as an
 	// earlier run's RunResult.Addrs, so that services keep their addresses
@@ -233,6 +236,10 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 	if cfg.Concurrency < 1 {
 		cfg.Concurrency = 1
 	}
+	attempts := cfg.MaxAttempts
+	if attempts <= 0 {
+		attempts = 2
+	}
 	book := &truthBook{m: map[string]*TraceTruth{}}
 	start := time.Now()
 	services := map[string]*simService{}
@@ -294,14 +301,16 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 			limits := hooks.Limits{Ratio: cfg.BudgetRatio, MinRetriesPerSecond: cfg.BudgetMin}
 			var rt http.RoundTripper
 			switch cfg.Policy {
+			case NoRetries:
+				rt = otelT
 			case RetryEveryHop:
-				rt = &plainRetry{next: otelT, attempts: 2}
+				rt = &plainRetry{next: otelT, attempts: attempts}
 			case BudgetPolicy:
-				rt = &plainRetry{next: otelT, attempts: 2, budget: hooks.NewBudget(limits)}
+				rt = &plainRetry{next: otelT, attempts: attempts, budget: hooks.NewBudget(limits)}
 			case Ownership:
 				opts := []hookshttp.Option{
 					hookshttp.WithBudget(hooks.NewBudget(limits)),
-					hookshttp.WithMaxAttempts(2),
+					hookshttp.WithMaxAttempts(attempts),
 					hookshttp.WithBackoff(time.Millisecond, 2*time.Millisecond),
 				}
 				if hintSrc != nil {
