@@ -129,7 +129,7 @@ type Prediction struct {
 	// Availability is the share of root requests that succeed (11.6).
 	Availability float64
 	// StormRadius is the longest chain of consecutive hops that can retry
-	// one failure (11.7).
+	// (11.7).
 	StormRadius int
 }
 
@@ -227,8 +227,9 @@ func (m *Model) Predict(p RetryPolicy) (*Prediction, error) {
 	n, b := p.retries()
 	// Bottom-up: each node's failure from its callees' (11.1–11.3).
 	type edgeState struct{ attempts, fails, ok float64 }
-	fail := map[string]float64{}    // P_n
-	claimed := map[string]float64{} // C_n
+	retried := map[*ModelNode][]bool{} // the call can be retried at all
+	fail := map[string]float64{}       // P_n
+	claimed := map[string]float64{}    // C_n
 	edges := map[*ModelNode][]edgeState{}
 	for i := len(order) - 1; i >= 0; i-- {
 		node := order[i]
@@ -241,6 +242,7 @@ func (m *Model) Predict(p RetryPolicy) (*Prediction, error) {
 			}
 			a, q := callFailure(pm, r, n, b)
 			ok := callsSucceed(q, c.PerRequest)
+			retried[node] = append(retried[node], a > 1)
 			edges[node] = append(edges[node], edgeState{attempts: a, fails: q, ok: ok})
 			if !c.Tolerated {
 				s *= ok
@@ -278,7 +280,7 @@ func (m *Model) Predict(p RetryPolicy) (*Prediction, error) {
 			pred.ServedByDepth[d] += load
 		}
 	}
-	pred.StormRadius = stormRadius(order, p, n, b, pred.Served)
+	pred.StormRadius = stormRadius(order, retried, pred.Served)
 	return pred, nil
 }
 
@@ -323,33 +325,23 @@ func callsSucceed(q, c float64) float64 {
 	return math.Pow(1-q, whole) * (1 - (c-whole)*q)
 }
 
-// stormRadius is the longest chain of consecutive hops that can retry one
-// failure (11.7): from a node that fails on its own, up through the
-// callers that retry it, as long as each caller fails with it (a blocking
-// call) and retries what it is sent; under ownership only the hop next to
-// the origin retries.
-func stormRadius(order []*ModelNode, p RetryPolicy, n int, b float64, served map[string]float64) int {
-	if n == 0 || b <= 0 {
-		return 0
-	}
-	// up[x]: the longest chain of retrying hops above a failure of x.
-	up := map[string]int{}
+// stormRadius is the longest chain of consecutive hops that can retry
+// (11.7): calls that can be retried, each made by a request of the
+// callee of the one before, as the processor counts the radius (§7). On a
+// chain with one failing service it is how far above the failure the
+// retries reach.
+func stormRadius(order []*ModelNode, retried map[*ModelNode][]bool, served map[string]float64) int {
+	chain := map[string]int{} // the longest chain of retried calls into a node
 	radius := 0
 	for _, node := range order { // callers first
-		for _, c := range node.Calls {
-			if c.PerRequest <= 0 {
-				continue
-			}
-			chain := 1
-			if !c.Tolerated && p.Policy != Ownership {
-				chain += up[node.Name]
-			}
-			up[c.Callee] = max(up[c.Callee], chain)
+		if served[node.Name] <= 0 {
+			continue
 		}
-	}
-	for _, node := range order {
-		if node.OwnRate > 0 && served[node.Name] > 0 {
-			radius = max(radius, up[node.Name])
+		for j, c := range node.Calls {
+			if retried[node][j] && c.PerRequest > 0 {
+				chain[c.Callee] = max(chain[c.Callee], chain[node.Name]+1)
+				radius = max(radius, chain[c.Callee])
+			}
 		}
 	}
 	return radius

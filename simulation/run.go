@@ -67,7 +67,7 @@ type RunConfig struct {
 	// MaxAttempts bounds a call's attempts, the first included, under
 	// every policy but NoRetries; 0 means 2 (one retry).
 	MaxAttempts int
-	Seed                   uint64
+	Seed        uint64
 	// Addrs are the addresses the services listen on, by name, such as an
 	// earlier run's RunResult.Addrs, so that services keep their addresses
 	// from run to run as real ones do; a service not listed gets a free
