@@ -18,8 +18,14 @@ type storeFlags struct {
 	timeout time.Duration
 }
 
-func (f *storeFlags) add(fs *pflag.FlagSet) {
-	fs.StringVar(&f.dsn, "dsn", "", "PostgreSQL connection string, postgres://user@host:5432/dbname or key=value pairs (default: the PG* variables, as libpq reads them; give a password by PGPASSWORD or ~/.pgpass)")
+// dsnUsage describes --dsn for the commands that read the store.
+const dsnUsage = "PostgreSQL connection string, postgres://user@host:5432/dbname or key=value pairs (default: the PG* variables, as libpq reads them; give a password by PGPASSWORD or ~/.pgpass)"
+
+func (f *storeFlags) add(fs *pflag.FlagSet) { f.addWith(fs, dsnUsage) }
+
+// addWith is add with --dsn described by usage.
+func (f *storeFlags) addWith(fs *pflag.FlagSet, usage string) {
+	fs.StringVar(&f.dsn, "dsn", "", usage)
 	fs.DurationVar(&f.timeout, "db-timeout", 10*time.Second, "how long to wait for the database to answer")
 }
 

@@ -42,5 +42,6 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newDemoCommand())
 	root.AddCommand(newAuditCommand())
 	root.AddCommand(newHintsCommand())
+	root.AddCommand(newWhatifCommand())
 	return root
 }
