@@ -43,5 +43,6 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newAuditCommand())
 	root.AddCommand(newHintsCommand())
 	root.AddCommand(newWhatifCommand())
+	root.AddCommand(newGraphCommand())
 	return root
 }
