@@ -295,7 +295,7 @@ func coincidental(r *RunResult, audited map[string]bool) CoincidentalPhase {
 	ph := CoincidentalPhase{Hints: r.Config.Hints, Requests: r.Config.Requests}
 	for id, t := range r.Truth {
 		own := t.OwnFaults["checkout"] > 0
-		truth := own && t.FailedCalls["checkout>recommendations"] > 0 && t.FailedCalls["checkout>payments"] == 0
+		truth := t.Coincidental(r.Config.Topology, "checkout")
 		if truth {
 			ph.TrueCoincidental++
 		}

@@ -88,6 +88,28 @@ type TraceTruth struct {
 	Claim  string
 }
 
+// Coincidental reports whether the trace holds a coincidental error of
+// service (docs/design.md §4.2): it failed on its own while a call it
+// tolerates failed and none it needs did. Meant for a service that served
+// one request of the trace, such as the root.
+func (t *TraceTruth) Coincidental(top *Topology, service string) bool {
+	s := top.Service(service)
+	if s == nil || t.OwnFaults[service] == 0 {
+		return false
+	}
+	tolerated := false
+	for _, e := range s.Edges {
+		if t.FailedCalls[service+">"+e.Callee] == 0 {
+			continue
+		}
+		if !e.FailOpen {
+			return false
+		}
+		tolerated = true
+	}
+	return tolerated
+}
+
 // RunResult is what one run saw.
 type RunResult struct {
 	Config     RunConfig
