@@ -217,7 +217,7 @@ func (o *hintsOptions) writeTable(w io.Writer, doc *ownership.Hints, est []store
 		e := &est[i]
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.4f\t%d\t%.1f\t%.1f\t%.2f–%.2f\t%s\t%s\n", h.Operation, h.PeerService, h.PeerOperation,
 			h.Mode, h.Confidence, h.Samples, e.Counts.Failed, e.Counts.FailedRequestFailed, e.Lower, e.Upper,
-			o.why(&e.Estimate), strings.Join(h.PeerAddresses, ","))
+			o.why(&e.Estimate), nameOr(strings.Join(h.PeerAddresses, ","), "-"))
 	}
 	return tw.Flush()
 }
