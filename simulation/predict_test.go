@@ -127,3 +127,27 @@ func TestPredictRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestTraceTruthCoincidental: the service failed on its own while a call
+// it tolerates failed and none it needs did.
+func TestTraceTruthCoincidental(t *testing.T) {
+	top := Checkout()
+	for _, tc := range []struct {
+		name   string
+		own    int
+		failed map[string]int
+		want   bool
+	}{
+		{"own, tolerated call failed", 1, map[string]int{"checkout>recommendations": 1}, true},
+		{"own, no call failed", 1, nil, false},
+		{"own, a needed call failed too", 1, map[string]int{"checkout>recommendations": 1, "checkout>payments": 1}, false},
+		{"tolerated call failed, not own", 0, map[string]int{"checkout>recommendations": 1}, false},
+		{"another service's failed call", 1, map[string]int{"recommendations>x": 1}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := &TraceTruth{OwnFaults: map[string]int{"checkout": tc.own}, FailedCalls: tc.failed}
+			assert.Equal(t, tc.want, tr.Coincidental(top, "checkout"))
+		})
+	}
+	assert.False(t, (&TraceTruth{OwnFaults: map[string]int{"x": 1}}).Coincidental(top, "x"), "not in the topology")
+}

@@ -57,7 +57,10 @@ func TestAgainstTheSimulator(t *testing.T) {
 	learning, err := simulation.Run(ctx, cfg)
 	require.NoError(t, err)
 	waitForHint(t, ctx, col.HintsURL, "GET /checkout", learning.Addrs["recommendations"])
-	time.Sleep(1100 * time.Millisecond) // the next bucket
+	// The learning run's last traces are analysed decision_wait after
+	// their last span and written within a flush_interval: its statistics
+	// end in a bucket before the audited run's first.
+	time.Sleep(2*time.Second + time.Second + 1100*time.Millisecond)
 	cfg.Hints, cfg.Addrs = true, learning.Addrs
 	audited, err := simulation.Run(ctx, cfg)
 	require.NoError(t, err)
