@@ -19,6 +19,7 @@ import (
 	"github.com/errorownership/errorownership/hooks/hints"
 	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/simulation"
+	"github.com/errorownership/errorownership/store"
 	"github.com/errorownership/errorownership/store/pgtest"
 )
 
@@ -57,10 +58,9 @@ func TestAgainstTheSimulator(t *testing.T) {
 	learning, err := simulation.Run(ctx, cfg)
 	require.NoError(t, err)
 	waitForHint(t, ctx, col.HintsURL, "GET /checkout", learning.Addrs["recommendations"])
-	// The learning run's last traces are analysed decision_wait after
-	// their last span and written within a flush_interval: its statistics
-	// end in a bucket before the audited run's first.
-	time.Sleep(2*time.Second + time.Second + 1100*time.Millisecond)
+	// The audited run starts in a bucket after the learning run's last.
+	waitWritten(t, ctx, dsn, "checkout", learning.Served["checkout"])
+	time.Sleep(1100 * time.Millisecond)
 	cfg.Hints, cfg.Addrs = true, learning.Addrs
 	audited, err := simulation.Run(ctx, cfg)
 	require.NoError(t, err)
@@ -153,6 +153,36 @@ func waitForHint(t *testing.T, ctx context.Context, base, op, addr string) {
 			t.Fatalf("the hints did not learn checkout → recommendations is fail-open: %+v", h)
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// waitWritten waits until the store counts served requests of service: a
+// run's last traces are analysed decision_wait after their last span and
+// written a flush later, later still on a busy machine.
+func waitWritten(t *testing.T, ctx context.Context, dsn, service string, served int64) {
+	t.Helper()
+	cfg := store.DefaultConfig()
+	cfg.DSN = dsn
+	st, err := store.Open(ctx, cfg)
+	require.NoError(t, err)
+	defer st.Close()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		amp, err := st.Amplification(ctx, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+		require.NoError(t, err)
+		counted := int64(0)
+		for _, a := range amp {
+			if a.Service == service {
+				counted = a.Served
+			}
+		}
+		if counted == served {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the store counts %d requests of %s, the run served %d", counted, service, served)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
