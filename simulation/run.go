@@ -266,8 +266,18 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 	start := time.Now()
 	services := map[string]*simService{}
 	var all []*simService
+	// The hint clients poll on connections of their own, closed once they
+	// stopped: a poll cut short can leave a connection dialled but never
+	// used, which the collector's hints server, shutting down, waits five
+	// seconds for (http.Server counts it active until then).
 	hctx, stopHints := context.WithCancel(context.Background())
-	defer stopHints()
+	var polling sync.WaitGroup
+	hintsHTTP := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
+	defer func() {
+		stopHints()
+		polling.Wait()
+		hintsHTTP.CloseIdleConnections()
+	}()
 	defer func() {
 		for _, s := range all {
 			if s.srv != nil {
@@ -310,11 +320,11 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 		)
 		var hintSrc *hints.Client
 		if cfg.Policy == Ownership && cfg.Hints {
-			hintSrc = hints.New(cfg.HintsURL, s.Name)
+			hintSrc = hints.New(cfg.HintsURL, s.Name, hints.WithHTTPClient(hintsHTTP))
 			if _, err := hintSrc.Refresh(ctx); err != nil {
 				return nil, fmt.Errorf("hints for %s: %w", s.Name, err)
 			}
-			go hintSrc.Run(hctx)
+			polling.Go(func() { hintSrc.Run(hctx) })
 		}
 		for _, e := range s.Edges {
 			base := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}

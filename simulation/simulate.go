@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"time"
 
 	"github.com/errorownership/errorownership/hooks/hints"
@@ -205,7 +206,10 @@ func database(ctx context.Context, dsn string, keep bool, begin time.Time, progr
 // the peer at addr is fail-open, asked as the service's hooks will ask: by
 // the address they call.
 func waitFailOpen(ctx context.Context, base, service, op, addr string, limit time.Duration) error {
-	c := hints.New(base, service)
+	// A client of its own, whose connections close with it: see Run.
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	c := hints.New(base, service, hints.WithHTTPClient(hc))
 	deadline := time.Now().Add(limit)
 	for {
 		if _, err := c.Refresh(ctx); err == nil && c.Mode(op, addr, op) == ownership.ModeFailOpen {
