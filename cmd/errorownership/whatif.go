@@ -141,6 +141,22 @@ type whatifReport struct {
 	// Now is what the store measured under the policy in force.
 	Now   *measuredNow `json:"now,omitempty"`
 	Notes []string     `json:"notes,omitempty"`
+	// Inputs are what the predictions start from (docs/design.md §11).
+	Inputs []modelInput `json:"inputs"`
+}
+
+// modelInput is one node of the model as the predictions take it.
+type modelInput struct {
+	Node    string      `json:"node"`
+	Service string      `json:"service"`
+	OwnRate float64     `json:"own_failure_rate"`
+	Calls   []callInput `json:"calls,omitempty"`
+}
+
+type callInput struct {
+	Callee     string  `json:"callee"`
+	PerRequest float64 `json:"per_request"`
+	Tolerated  bool    `json:"tolerated"`
 }
 
 type serviceDepth struct {
@@ -240,6 +256,17 @@ func (rep *whatifReport) predict(m *simulation.Model, policies []simulation.Retr
 				svcDepth[n.Service] = d
 			}
 		}
+	}
+	rep.Inputs = nil
+	for _, n := range m.Nodes {
+		if _, reached := depths[n.Name]; !reached {
+			continue
+		}
+		in := modelInput{Node: n.Name, Service: n.Service, OwnRate: n.OwnRate}
+		for _, c := range n.Calls {
+			in.Calls = append(in.Calls, callInput{Callee: c.Callee, PerRequest: c.PerRequest, Tolerated: c.Tolerated})
+		}
+		rep.Inputs = append(rep.Inputs, in)
 	}
 	rep.Services = nil
 	for svc, d := range svcDepth {

@@ -71,6 +71,18 @@ func TestWhatifChainTables(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			rep := whatifJSON(t, args...)
 			require.Len(t, rep.Policies, 4)
+			// The inputs: seven nodes, D failing on its own every time,
+			// one blocking call per request down the chain.
+			require.Len(t, rep.Inputs, 7)
+			for i, in := range rep.Inputs {
+				assert.Equal(t, simulation.ChainServices[i], in.Service)
+				assert.Equal(t, map[bool]float64{true: 1, false: 0}[in.Service == "d"], in.OwnRate, in.Node)
+				if i < 6 {
+					require.Len(t, in.Calls, 1, in.Node)
+					assert.Equal(t, 1.0, in.Calls[0].PerRequest, in.Node)
+					assert.False(t, in.Calls[0].Tolerated, in.Node)
+				}
+			}
 			for _, p := range rep.Policies {
 				want, ok := simulation.ChainTheory[simulation.Policy(p.Policy)]
 				if !ok {
