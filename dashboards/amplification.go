@@ -25,7 +25,7 @@ func operationVariable() *dashboard.QueryVariableBuilder {
 // and where retry storms grow (docs/design.md §1 and §7).
 func retryAmplification() *dashboard.DashboardBuilder {
 	return newDashboard("errorownership-retry-amplification", "Retry amplification",
-		"How much retry traffic each service absorbs, how it grows with depth (the article's Ƞ, 2Ƞ, 4Ƞ, 8Ƞ), which retries the hooks suppressed, and how far storms reach.").
+		"How much retry traffic each service absorbs, how it grows with depth (Ƞ, 2Ƞ, 4Ƞ, 8Ƞ (docs/design.md §1)), which retries the hooks suppressed, and how far storms reach.").
 		WithVariable(serviceVariable()).
 		WithVariable(operationVariable()).
 		WithPanel(timeseries.NewPanelBuilder().
@@ -56,7 +56,7 @@ ORDER BY 1, 2`)).
 			Span(12).Height(9)).
 		WithPanel(table.NewPanelBuilder().
 			Title("Requests served per root request, by depth").
-			Description("For each root operation: the requests each service at each depth below it served per root request, retries included — the article's Ƞ, 2Ƞ, 4Ƞ, 8Ƞ. 1 means no amplification; under one retry at every hop a failure at depth 3 makes it 1, 2, 4, 8, 8, 8, 8; error ownership keeps every hop above the failure at 1.").
+			Description("For each root operation: the requests each service at each depth below it served per root request, retries included — Ƞ, 2Ƞ, 4Ƞ, 8Ƞ (docs/design.md §1). 1 means no amplification; under one retry at every hop a failure at depth 3 makes it 1, 2, 4, 8, 8, 8, 8; error ownership keeps every hop above the failure at 1.").
 			Datasource(postgres).
 			WithTarget(tableSQL("A", `WITH r AS (
     SELECT root_service, root_operation, sum(requests) AS requests

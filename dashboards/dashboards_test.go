@@ -385,7 +385,7 @@ func TestPanelsOnASimulatedStore(t *testing.T) {
 		{name: "several values", selected: map[string][]string{
 			"service": {"a", "checkout", "d"}, "operation": {retryOp, "GET " + simtest.CheckoutRoute}, "dependency": {"recommendations", "payments"}}},
 		{name: "one value", selected: map[string][]string{"service": {"checkout"}, "dependency": {"recommendations"}}},
-		{name: "the article's chain under retry every hop", selected: map[string][]string{"operation": {retryOp}}},
+		{name: "the chain of docs/design.md §1 under retry every hop", selected: map[string][]string{"operation": {retryOp}}},
 		{name: "one trace, Tempo link", selected: map[string][]string{"trace_id": {" " + strings.ToUpper(audited) + " "},
 			"trace_url": {`/explore?schemaVersion=1&panes={"a":{"datasource":"tempo","queries":[{"refId":"A","queryType":"traceql","query":"{trace_id}"}]}}`}}},
 		{name: "lower rate interval", selected: map[string][]string{"service": {"d"}}},
@@ -431,7 +431,7 @@ func TestPanelsOnASimulatedStore(t *testing.T) {
 	}
 
 	t.Run("served per root request is the demo's 1, 2, 4, 8, 8, 8, 8", func(t *testing.T) {
-		res := get("the article's chain under retry every hop", "Retry amplification / Requests served per root request, by depth A")
+		res := get("the chain of docs/design.md §1 under retry every hop", "Retry amplification / Requests served per root request, by depth A")
 		got := map[string]float64{}
 		depth := map[string]int{}
 		for _, row := range res.rows {
@@ -476,7 +476,7 @@ func TestPanelsOnASimulatedStore(t *testing.T) {
 	t.Run("services that never claim", func(t *testing.T) {
 		// Under retry every hop nobody runs the hooks; under ownership every
 		// service does, so over every operation nobody never claims.
-		res := get("the article's chain under retry every hop", "Claim accuracy / Services that never claim (no hooks) A")
+		res := get("the chain of docs/design.md §1 under retry every hop", "Claim accuracy / Services that never claim (no hooks) A")
 		var names []string
 		for _, row := range res.rows {
 			names = append(names, row[0].(string))

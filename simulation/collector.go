@@ -47,6 +47,8 @@ type CollectorConfig struct {
 	FlushInterval time.Duration
 	// BudgetRatio and BudgetMin are the retry budget the hints announce.
 	BudgetRatio, BudgetMin float64
+	// Bucket is the store's bucket width [store.DefaultConfig's].
+	Bucket time.Duration
 }
 
 // StartCollector starts the processor and the receiver on free loopback ports.
@@ -63,6 +65,9 @@ func StartCollector(ctx context.Context, cc CollectorConfig) (*Collector, error)
 	sc.DSN = cc.DSN
 	sc.AuditPerServicePerMinute = 1_000_000 // the demo audits every coincidental error
 	sc.ModelRefresh = cc.FlushInterval      // the demo's minutes are seconds
+	if cc.Bucket > 0 {
+		sc.Bucket = cc.Bucket
+	}
 	cfg.Store = configoptional.Some(sc)
 	cfg.Hints.NetAddr.Endpoint = hintsAddr
 	cfg.Hints.TTL = time.Second

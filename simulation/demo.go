@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/errorownership/errorownership/dependencyanalysis"
 	"github.com/errorownership/errorownership/hooks"
-	"github.com/errorownership/errorownership/hooks/hints"
 	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/store"
 	"github.com/errorownership/errorownership/store/pgtest"
@@ -22,6 +22,8 @@ type DemoOptions struct {
 	// cluster with pgtest, removed at the end unless Keep.
 	DSN  string
 	Keep bool
+	// Topology is run under the three retry policies [Chain()].
+	Topology *Topology
 	// ChainRequests are root requests per chain policy [200];
 	// CheckoutRequests per checkout phase [3000]; AvailabilityRequests
 	// per error rate [100000]; Concurrency root requests at once [4].
@@ -34,8 +36,9 @@ type DemoOptions struct {
 // BudgetRatio is the demo's retry budget; the min-retries floor is 0.
 const BudgetRatio = 0.1
 
-// Chain services in order, and the theoretical requests served (docs/design.md §1)
-// per root request for each policy.
+// Chain services in order, the policies the demo runs, and the
+// theoretical requests served per root request (docs/design.md §1) for
+// each policy.
 var (
 	ChainServices = []string{"a", "b", "c", "d", "e", "f", "g"}
 	ChainPolicies = []Policy{RetryEveryHop, BudgetPolicy, Ownership}
@@ -64,15 +67,25 @@ type CoincidentalPhase struct {
 
 // DemoReport holds every figure Demo prints.
 type DemoReport struct {
+	// Topology is the one run under the three policies; Services its
+	// services in order.
+	Topology *Topology
+	Services []string
 	// ServedStore and ServedServers: requests served per root request, by
-	// policy, in ChainServices order: from store.ServedPerRoot and from the
-	// servers' own counters.
-	ServedStore, ServedServers map[Policy][]float64
-	Radius                     map[Policy]store.RootSummary
-	Availability               []AvailabilityRow
-	Coincidental               []CoincidentalPhase
-	Where                      string
-	Duration                   time.Duration
+	// policy, in Services order: from store.ServedPerRoot and from the
+	// servers' own counters; Theory: predicted (Model.Predict, one retry,
+	// budget BudgetRatio), which for the chain is ChainTheory.
+	ServedStore, ServedServers, Theory map[Policy][]float64
+	// DepthStore and DepthTheory are the same per depth below the root.
+	DepthStore, DepthTheory map[Policy][]float64
+	Radius                  map[Policy]store.RootSummary
+	RadiusTheory            map[Policy]int
+	Availability            []AvailabilityRow
+	Coincidental            []CoincidentalPhase
+	// Traffic is the store's service graph over the demo's window.
+	Traffic  *store.Traffic
+	Where    string
+	Duration time.Duration
 }
 
 func (o *DemoOptions) defaults() {
@@ -94,10 +107,14 @@ func (o *DemoOptions) defaults() {
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
+	if o.Topology == nil {
+		o.Topology = Chain()
+	}
 }
 
 // Demo runs the whole demonstration and prints it to o.Out.
 func Demo(ctx context.Context, o DemoOptions) (rep *DemoReport, err error) {
+	custom := o.Topology != nil
 	o.defaults()
 	begin := time.Now()
 	out := o.Out
@@ -105,35 +122,13 @@ func Demo(ctx context.Context, o DemoOptions) (rep *DemoReport, err error) {
 		fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(begin).Seconds(), fmt.Sprintf(format, args...))
 	}
 
-	dsn := o.DSN
 	// In a database of the user's (--dsn), earlier demos' rows may share the
 	// time window: a run tag in every route keeps this demo's operations apart.
-	prefix := ""
-	if dsn != "" {
-		prefix = "/run-" + begin.UTC().Format("20060102T150405")
-		progress("using the database given by --dsn; this run's routes start with %s", prefix)
+	dsn, prefix, cluster, cleanup, err := database(ctx, o.DSN, o.Keep, begin, progress)
+	if err != nil {
+		return nil, err
 	}
-	var cluster *pgtest.Cluster
-	if dsn == "" {
-		progress("starting a throwaway PostgreSQL cluster (pgtest)…")
-		cluster, err = pgtest.StartCluster(ctx, pgtest.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("start PostgreSQL: %w (or pass --dsn)", err)
-		}
-		defer func() {
-			if o.Keep {
-				return
-			}
-			if rerr := cluster.Remove(); rerr != nil {
-				err = errors.Join(err, fmt.Errorf("remove PostgreSQL cluster: %w", rerr))
-			} else {
-				progress("PostgreSQL cluster removed")
-			}
-		}()
-		if dsn, err = cluster.CreateDatabase(ctx, "errorownership"); err != nil {
-			return nil, err
-		}
-	}
+	defer func() { err = errors.Join(err, cleanup()) }()
 
 	progress("starting the errorownership processor in process (decision_wait 300ms, flush_interval 1s)…")
 	col, err := StartCollector(ctx, CollectorConfig{DSN: dsn, DecisionWait: 300 * time.Millisecond,
@@ -149,8 +144,24 @@ func Demo(ctx context.Context, o DemoOptions) (rep *DemoReport, err error) {
 	}()
 	progress("collector: OTLP/HTTP at %s, hints at %s", col.OTLPEndpoint, col.HintsURL)
 
-	rep = &DemoReport{ServedStore: map[Policy][]float64{}, ServedServers: map[Policy][]float64{},
-		Radius: map[Policy]store.RootSummary{}}
+	top := o.Topology
+	rep = &DemoReport{Topology: top, ServedStore: map[Policy][]float64{}, ServedServers: map[Policy][]float64{},
+		Theory: map[Policy][]float64{}, DepthStore: map[Policy][]float64{}, DepthTheory: map[Policy][]float64{},
+		Radius: map[Policy]store.RootSummary{}, RadiusTheory: map[Policy]int{}}
+	for _, s := range top.Services {
+		rep.Services = append(rep.Services, s.Name)
+	}
+	for _, p := range ChainPolicies {
+		pred, err := top.Model().Predict(RetryPolicy{Policy: p, Retries: 1, Budget: BudgetRatio})
+		if err != nil {
+			return nil, err
+		}
+		rep.Theory[p] = make([]float64, len(rep.Services))
+		for i, s := range rep.Services {
+			rep.Theory[p][i] = pred.ServedByService[s]
+		}
+		rep.DepthTheory[p], rep.RadiusTheory[p] = pred.ServedByDepth, pred.StormRadius
+	}
 	run := func(top *Topology, p Policy, route string, withHints bool, n int, addrs map[string]string) (*RunResult, error) {
 		r, err := Run(ctx, RunConfig{Topology: top, Policy: p, Route: route, Hints: withHints,
 			HintsURL: col.HintsURL, OTLPEndpoint: col.OTLPEndpoint, Requests: n, Concurrency: o.Concurrency,
@@ -167,15 +178,20 @@ func Demo(ctx context.Context, o DemoOptions) (rep *DemoReport, err error) {
 		return r, nil
 	}
 
-	progress("chain A→B→C→D→E→F→G, D always fails: %d root requests per policy, concurrency %d", o.ChainRequests, o.Concurrency)
-	chain := Chain()
+	stormRoute := "/chain/"
+	if !custom {
+		progress("chain A→B→C→D→E→F→G, D always fails: %d root requests per policy, concurrency %d", o.ChainRequests, o.Concurrency)
+	} else {
+		stormRoute = "/topology/"
+		progress("topology with root %s, %d services: %d root requests per policy, concurrency %d", top.Root, len(top.Services), o.ChainRequests, o.Concurrency)
+	}
 	for _, p := range ChainPolicies {
-		r, err := run(chain, p, prefix+"/chain/"+string(p), false, o.ChainRequests, nil)
+		r, err := run(top, p, prefix+stormRoute+string(p), false, o.ChainRequests, nil)
 		if err != nil {
 			return nil, err
 		}
-		per := make([]float64, len(ChainServices))
-		for i, s := range ChainServices {
+		per := make([]float64, len(rep.Services))
+		for i, s := range rep.Services {
 			per[i] = float64(r.Served[s]) / float64(o.ChainRequests)
 		}
 		rep.ServedServers[p] = per
@@ -189,7 +205,7 @@ func Demo(ctx context.Context, o DemoOptions) (rep *DemoReport, err error) {
 	}
 	progress("  waiting for the processor to learn recommendations is fail-open and serve it as a hint…")
 	recsAddr := noHints.Addrs["recommendations"]
-	if err := waitFailOpen(ctx, col.HintsURL, "GET "+prefix+"/checkout", recsAddr, 30*time.Second); err != nil {
+	if err := waitFailOpen(ctx, col.HintsURL, "checkout", "GET "+prefix+"/checkout", recsAddr, 30*time.Second); err != nil {
 		return nil, err
 	}
 	progress("  hints: checkout → recommendations (%s) is fail_open", recsAddr)
@@ -229,19 +245,24 @@ func Demo(ctx context.Context, o DemoOptions) (rep *DemoReport, err error) {
 		return nil, err
 	}
 	for _, p := range ChainPolicies {
-		op := "GET " + prefix + "/chain/" + string(p)
-		per := make([]float64, len(ChainServices))
+		op := "GET " + prefix + stormRoute + string(p)
+		per := make([]float64, len(rep.Services))
+		var depth []float64
 		for _, r := range served {
 			if r.RootOperation != op {
 				continue
 			}
-			for i, s := range ChainServices {
+			for i, s := range rep.Services {
 				if r.Service == s {
 					per[i] += r.PerRoot
 				}
 			}
+			for len(depth) <= r.Depth {
+				depth = append(depth, 0)
+			}
+			depth[r.Depth] += r.PerRoot
 		}
-		rep.ServedStore[p] = per
+		rep.ServedStore[p], rep.DepthStore[p] = per, depth
 		for _, r := range roots {
 			if r.RootOperation == op {
 				rep.Radius[p] = r
@@ -254,6 +275,9 @@ func Demo(ctx context.Context, o DemoOptions) (rep *DemoReport, err error) {
 	}
 	for _, r := range []*RunResult{noHints, withHints} {
 		rep.Coincidental = append(rep.Coincidental, coincidental(r, audited))
+	}
+	if rep.Traffic, err = st.Traffic(ctx, from, to, dependencyanalysis.DefaultConfig().EdgeModel); err != nil {
+		return nil, err
 	}
 	rep.Where = where(st, cluster, o.Keep)
 	rep.Duration = time.Since(begin)
@@ -268,33 +292,11 @@ func hintsLabel(h bool) string {
 	return ""
 }
 
-// waitFailOpen polls the hints endpoint until checkout's edge to
-// recommendations is fail-open, asked as checkout's hooks will ask: by the
-// address they call.
-func waitFailOpen(ctx context.Context, base, op, addr string, limit time.Duration) error {
-	c := hints.New(base, "checkout")
-	deadline := time.Now().Add(limit)
-	for {
-		if _, err := c.Refresh(ctx); err == nil && c.Mode(op, addr, op) == ownership.ModeFailOpen {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			h, _ := c.Hints()
-			return fmt.Errorf("the hints did not call checkout → recommendations fail-open within %v (hints: %+v)", limit, h)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-}
-
 func coincidental(r *RunResult, audited map[string]bool) CoincidentalPhase {
 	ph := CoincidentalPhase{Hints: r.Config.Hints, Requests: r.Config.Requests}
 	for id, t := range r.Truth {
 		own := t.OwnFaults["checkout"] > 0
-		truth := own && t.FailedCalls["checkout>recommendations"] > 0 && t.FailedCalls["checkout>payments"] == 0
+		truth := t.Coincidental(r.Config.Topology, "checkout")
 		if truth {
 			ph.TrueCoincidental++
 		}
@@ -358,7 +360,7 @@ func (rep *DemoReport) Print(w io.Writer) {
 	fmt.Fprintln(w, "   (1.00 is Ƞ, the root requests; 8.00 is 8Ƞ: eight requests for each one the user made)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "policy\t")
-	for _, s := range ChainServices {
+	for _, s := range rep.Services {
 		fmt.Fprintf(tw, "%s\t", s)
 	}
 	fmt.Fprintln(tw)
@@ -366,7 +368,7 @@ func (rep *DemoReport) Print(w io.Writer) {
 		for _, row := range []struct {
 			label string
 			v     []float64
-		}{{string(p) + " store", rep.ServedStore[p]}, {"servers", rep.ServedServers[p]}, {"theory", ChainTheory[p]}} {
+		}{{string(p) + " store", rep.ServedStore[p]}, {"servers", rep.ServedServers[p]}, {"theory", rep.Theory[p]}} {
 			fmt.Fprintf(tw, "%s\t", row.label)
 			for _, v := range row.v {
 				fmt.Fprintf(tw, "%.2f\t", v)
@@ -382,10 +384,14 @@ func (rep *DemoReport) Print(w io.Writer) {
 	fmt.Fprintln(w, "== Retry-storm radius (store.Roots): longest chain of hops that retried one failure")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "policy\troot requests\tradius max\tradius mean\ttheory\t")
-	theory := map[Policy]string{RetryEveryHop: "3", BudgetPolicy: "≤3", Ownership: "1"}
 	for _, p := range ChainPolicies {
 		r := rep.Radius[p]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%s\t\n", p, r.Requests, r.StormRadiusMax, r.StormRadiusMean, theory[p])
+		// A budget grants only some retries: the radius may fall short.
+		theory := fmt.Sprint(rep.RadiusTheory[p])
+		if p == BudgetPolicy {
+			theory = "≤" + theory
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%s\t\n", p, r.Requests, r.StormRadiusMax, r.StormRadiusMean, theory)
 	}
 	tw.Flush()
 

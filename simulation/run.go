@@ -68,7 +68,10 @@ type RunConfig struct {
 	Rate float64
 	// BudgetRatio and BudgetMin are the clients' retry budget limits.
 	BudgetRatio, BudgetMin float64
-	Seed                   uint64
+	// MaxAttempts bounds a call's attempts, the first included, under
+	// every policy but NoRetries; 0 means 2 (one retry).
+	MaxAttempts int
+	Seed        uint64
 	// Addrs are the addresses the services listen on, by name, such as an
 	// earlier run's RunResult.Addrs, so that services keep their addresses
 	// from run to run as real ones do; a service not listed gets a free
@@ -87,6 +90,28 @@ type TraceTruth struct {
 	// Status and Claim are the root service's answer.
 	Status int
 	Claim  string
+}
+
+// Coincidental reports whether the trace holds a coincidental error of
+// service (docs/design.md §4.2): it failed on its own while a call it
+// tolerates failed and none it needs did. Meant for a service that served
+// one request of the trace, such as the root.
+func (t *TraceTruth) Coincidental(top *Topology, service string) bool {
+	s := top.Service(service)
+	if s == nil || t.OwnFaults[service] == 0 {
+		return false
+	}
+	tolerated := false
+	for _, e := range s.Edges {
+		if t.FailedCalls[service+">"+e.Callee] == 0 {
+			continue
+		}
+		if !e.FailOpen {
+			return false
+		}
+		tolerated = true
+	}
+	return tolerated
 }
 
 // RunResult is what one run saw.
@@ -237,12 +262,26 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 	if cfg.Concurrency < 1 {
 		cfg.Concurrency = 1
 	}
+	attempts := cfg.MaxAttempts
+	if attempts <= 0 {
+		attempts = 2
+	}
 	book := &truthBook{m: map[string]*TraceTruth{}}
 	start := time.Now()
 	services := map[string]*simService{}
 	var all []*simService
+	// The hint clients poll on connections of their own, closed once they
+	// stopped: a poll cut short can leave a connection dialled but never
+	// used, which the collector's hints server, shutting down, waits five
+	// seconds for (http.Server counts it active until then).
 	hctx, stopHints := context.WithCancel(context.Background())
-	defer stopHints()
+	var polling sync.WaitGroup
+	hintsHTTP := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
+	defer func() {
+		stopHints()
+		polling.Wait()
+		hintsHTTP.CloseIdleConnections()
+	}()
 	defer func() {
 		for _, s := range all {
 			if s.srv != nil {
@@ -285,11 +324,11 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 		)
 		var hintSrc *hints.Client
 		if cfg.Policy == Ownership && cfg.Hints {
-			hintSrc = hints.New(cfg.HintsURL, s.Name)
+			hintSrc = hints.New(cfg.HintsURL, s.Name, hints.WithHTTPClient(hintsHTTP))
 			if _, err := hintSrc.Refresh(ctx); err != nil {
 				return nil, fmt.Errorf("hints for %s: %w", s.Name, err)
 			}
-			go hintSrc.Run(hctx)
+			polling.Go(func() { hintSrc.Run(hctx) })
 		}
 		for _, e := range s.Edges {
 			base := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}
@@ -298,14 +337,16 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 			limits := hooks.Limits{Ratio: cfg.BudgetRatio, MinRetriesPerSecond: cfg.BudgetMin}
 			var rt http.RoundTripper
 			switch cfg.Policy {
+			case NoRetries:
+				rt = otelT
 			case RetryEveryHop:
-				rt = &plainRetry{next: otelT, attempts: 2}
+				rt = &plainRetry{next: otelT, attempts: attempts}
 			case BudgetPolicy:
-				rt = &plainRetry{next: otelT, attempts: 2, budget: hooks.NewBudget(limits)}
+				rt = &plainRetry{next: otelT, attempts: attempts, budget: hooks.NewBudget(limits)}
 			case Ownership:
 				opts := []hookshttp.Option{
 					hookshttp.WithBudget(hooks.NewBudget(limits)),
-					hookshttp.WithMaxAttempts(2),
+					hookshttp.WithMaxAttempts(attempts),
 					hookshttp.WithBackoff(time.Millisecond, 2*time.Millisecond),
 				}
 				if hintSrc != nil {

@@ -2,6 +2,10 @@ package main
 
 import (
 	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -16,9 +20,67 @@ func TestDemoCommandRegistered(t *testing.T) {
 	if err := root.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	for _, flag := range []string{"--dsn", "--keep", "--chain-requests", "--checkout-requests"} {
+	for _, flag := range []string{"--dsn", "--keep", "--chain-requests", "--checkout-requests", "--topology", "--report"} {
 		if !strings.Contains(out.String(), flag) {
 			t.Errorf("demo --help lacks %s:\n%s", flag, out.String())
 		}
+	}
+}
+
+// TestDemoTopologyReport runs a short demo on a topology of its own with
+// --report, and has a real browser (headless Chromium) open the page:
+// every chart and the graph load and are drawn.
+func TestDemoTopologyReport(t *testing.T) {
+	bin := chromium(t)
+	dir := t.TempDir()
+	out, stderr, err := runCLI(t, "demo", "--topology", shopTopology, "--report", dir,
+		"--chain-requests", "200", "--checkout-requests", "1000", "--availability-requests", "5000")
+	if err != nil {
+		t.Fatalf("%v\n%s%s", err, out, stderr)
+	}
+	for _, want := range []string{
+		"topology with root web, 5 services",
+		"/topology/retry_every_hop",
+		// The services in the topology's order, and its predicted figures.
+		"policy   web   ads   api    db  cache",
+		"theory  1.00  1.30  2.08  2.14   2.60",
+		"Report: " + dir + "/index.html",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, name := range []string{reportAmplification, reportAvailability, reportGraph} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		svgTitles(t, b) // well-formed XML with an svg root
+	}
+
+	// The page, served as a browser is served it, reports what it drew.
+	page, err := os.ReadFile(filepath.Join(dir, reportPage))
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := `<script>window.addEventListener("load", () => {
+  const imgs = [...document.images].map(i => i.getAttribute("src") + ":" + (i.naturalWidth > 100 && i.naturalHeight > 100 ? "drawn" : "missing"));
+  const out = document.createElement("pre"); out.id = "loaded"; out.textContent = imgs.join(",");
+  document.body.appendChild(out);
+});</script></body>`
+	files := http.FileServer(http.Dir(dir))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/" || r.URL.Path == "/"+reportPage {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			_, _ = w.Write(bytes.Replace(page, []byte("</body>"), []byte(probe), 1))
+			return
+		}
+		files.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	dom := string(runChromium(t, bin, srv.URL+"/"+reportPage, "--dump-dom", "--virtual-time-budget=10000"))
+	want := `<pre id="loaded">amplification.svg:drawn,availability.svg:drawn,graph.svg:drawn</pre>`
+	if !strings.Contains(dom, want) {
+		t.Errorf("the browser did not draw every figure: want %s in\n%s", want, dom)
 	}
 }

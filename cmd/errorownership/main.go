@@ -40,5 +40,9 @@ func newRootCommand() *cobra.Command {
 	}
 	root.AddCommand(newAnalyzeCommand())
 	root.AddCommand(newDemoCommand())
+	root.AddCommand(newAuditCommand())
+	root.AddCommand(newHintsCommand())
+	root.AddCommand(newWhatifCommand())
+	root.AddCommand(newGraphCommand())
 	return root
 }

@@ -506,7 +506,7 @@ func (r *run) waitStored(ctx context.Context, deployments []string) error {
 }
 
 // traffic sends the warm-up's, the measured or the scaled phase's
-// traffic: the article's chain under each retry policy, then the checkout
+// traffic: the chain of docs/design.md §1 under each retry policy, then the checkout
 // scenario. The services listen on new ports each time, which only adds
 // addresses to the hints: a port they held before may be a collector's
 // now.

@@ -1,5 +1,5 @@
 // Command simfeed feeds a collector with the retry-storm simulator until it
-// is stopped, for dashboards to show: in rounds, the article's chain
+// is stopped, for dashboards to show: in rounds, the chain of docs/design.md §1
 // A→B→C→D→E→F→G with D failing under each retry policy, and the checkout
 // scenario under error ownership, with the collector's hints once it
 // serves them. Every service is real, on 127.0.0.1, instrumented with the

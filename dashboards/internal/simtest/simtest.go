@@ -32,7 +32,7 @@ type Store struct {
 	Begin time.Time
 }
 
-// Run runs, through a collector writing to dsn: the article's chain
+// Run runs, through a collector writing to dsn: the chain of docs/design.md §1
 // A→B→C→D→E→F→G with D failing under retry-every-hop and under ownership;
 // the checkout scenario until the collector has learned checkout →
 // recommendations is fail-open, and again with the hints, so that
