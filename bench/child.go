@@ -18,6 +18,9 @@ type childResults struct {
 	Pinned     bool `json:"pinned"`
 	// Runs are the side-by-side runs: shape, contender, one per round.
 	Runs map[string]map[string][]runStats `json:"runs"`
+	// Buffered is the heap per buffered span, in bytes: shape, contender
+	// (ours and groupbytrace), one per repetition.
+	Buffered map[string]map[string][]float64 `json:"buffered"`
 }
 
 // childConfig is what the parent tells a child.
@@ -54,6 +57,11 @@ func runChild(ctx context.Context, cfg childConfig) error {
 
 	var err error
 	if res.Runs, err = sideBySide(ctx, open, cfg.rounds, lg); err != nil {
+		return err
+	}
+	// Last: groupbytrace with a wait of an hour leaves its timers, and
+	// through them the spans it held, behind for an hour after shutdown.
+	if res.Buffered, err = bufferedHeaps(ctx, open, lg); err != nil {
 		return err
 	}
 	out, err := json.Marshal(res)

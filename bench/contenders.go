@@ -46,12 +46,20 @@ type running struct {
 	settle func(fed int) error
 	// problems reads the component's telemetry for work it skipped.
 	problems func(fed int) []string
+	// filed waits until the component holds what it was given, for the
+	// buffered-heap measurement: groupbytrace files spans from a queue of
+	// its own after ConsumeTraces has returned, as events (how many, the
+	// caller counts with groupbytraceEvents).
+	filed func(events int) error
 }
 
 // options are what a run sets besides the components' defaults.
 type options struct {
 	// wait is our decision_wait and groupbytrace's wait_duration.
 	wait time.Duration
+	// hold makes the buffering components keep every span: limits beyond
+	// the input, for the buffered-heap measurement.
+	hold bool
 	// maxTraces, when positive, is our max_traces.
 	maxTraces int
 }
@@ -63,6 +71,7 @@ func build(ctx context.Context, key string, opt options) (*running, error) {
 		tel:      tel,
 		settle:   func(int) error { return nil },
 		problems: func(int) []string { return nil },
+		filed:    func(int) error { return nil },
 	}
 	var err error
 	switch key {
@@ -100,6 +109,9 @@ func (r *running) buildOurs(ctx context.Context, opt options) error {
 	cfg := oursConfig(opt.wait)
 	if opt.maxTraces > 0 {
 		cfg.MaxTraces = opt.maxTraces
+	}
+	if opt.hold {
+		cfg.MaxTraces, cfg.MaxSpans = 1<<30, 1<<30
 	}
 	p, err := f.CreateTraces(ctx, r.processorSettings(f.Type()), cfg, consumertest.NewNop())
 	if err != nil {
@@ -145,26 +157,39 @@ func (r *running) buildGroupbytrace(ctx context.Context, opt options) error {
 	if err != nil {
 		return err
 	}
-	r.Traces, r.Component = p, p
-	// Its Shutdown drops what it holds; a fair run waits until it
-	// has released everything, as it would in a collector that
-	// keeps running.
-	r.settle = func(fed int) error {
-		// A trace it lost is never released: give up once none
-		// has come for longer than the wait (the run's problems
-		// then say how many spans are missing).
-		last, progress := released.Load(), time.Now()
-		for last < int64(fed) && time.Since(progress) < cfg.WaitDuration+2*time.Second {
-			time.Sleep(10 * time.Millisecond)
-			if n := released.Load(); n != last {
-				last, progress = n, time.Now()
+	r.Traces, r.Component = p, stopRecorder{p}
+	if !opt.hold {
+		// Its Shutdown drops what it holds; a fair run waits until it
+		// has released everything, as it would in a collector that
+		// keeps running.
+		r.settle = func(fed int) error {
+			// A trace it lost is never released: give up once none
+			// has come for longer than the wait (the run's problems
+			// then say how many spans are missing).
+			last, progress := released.Load(), time.Now()
+			for last < int64(fed) && time.Since(progress) < cfg.WaitDuration+2*time.Second {
+				time.Sleep(10 * time.Millisecond)
+				if n := released.Load(); n != last {
+					last, progress = n, time.Now()
+				}
 			}
+			return nil
+		}
+	}
+	r.filed = func(events int) error {
+		// It records how long each event took, once handled.
+		deadline := time.Now().Add(time.Minute)
+		for r.tel.count("otelcol_processor_groupbytrace_event_latency") < uint64(events) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("groupbytrace handled %d of %d events in a minute", r.tel.count("otelcol_processor_groupbytrace_event_latency"), events)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 		return nil
 	}
 	r.problems = func(fed int) []string {
 		p := nonZero(r.tel, counter{"otelcol_processor_groupbytrace_traces_evicted", "traces evicted"})
-		if n := released.Load(); n != int64(fed) {
+		if n := released.Load(); !opt.hold && n != int64(fed) {
 			p = append(p, fmt.Sprintf("released %d of %d spans", n, fed))
 		}
 		return p
@@ -194,6 +219,28 @@ func (r *running) processorSettings(typ component.Type) processor.Settings {
 	set.TelemetrySettings = r.tel.settings()
 	return set
 }
+
+// groupbytraceStopped is when a groupbytrace processor last shut down. For
+// a second after, timers of its own keep its ring buffer of trace IDs
+// (16 MiB by default) and its storage alive: a heap measurement waits
+// until they have gone (quiesce).
+var groupbytraceStopped time.Time
+
+// groupbytraceLinger is how long a groupbytrace processor's timers outlive
+// its shutdown: its periodic metrics come every second.
+const groupbytraceLinger = 1100 * time.Millisecond
+
+// stopRecorder records when the component shut down in groupbytraceStopped.
+type stopRecorder struct{ component.Component }
+
+func (s stopRecorder) Shutdown(ctx context.Context) error {
+	err := s.Component.Shutdown(ctx)
+	groupbytraceStopped = time.Now()
+	return err
+}
+
+// quiesce waits until no groupbytrace processor shut down keeps memory.
+func quiesce() { time.Sleep(time.Until(groupbytraceStopped.Add(groupbytraceLinger))) }
 
 // counter is a counter of a component's telemetry and what it counts.
 type counter struct{ name, what string }

@@ -61,3 +61,15 @@ func TestFeedPhases(t *testing.T) {
 	assert.Equal(t, in.spans, st.Spans)
 	assert.Equal(t, int64(in.spans), c.tel.sum("otelcol_processor_errorownership_spans_seen"))
 }
+
+func TestBufferedHeap(t *testing.T) {
+	ctx := context.Background()
+	in := smallInput(t, 1_000)
+	for _, key := range []string{ours, groupbytrace} {
+		t.Run(key, func(t *testing.T) {
+			perSpan, err := bufferedHeap(ctx, key, in.slice(0, 2), in.slice(2, len(in.batches)))
+			require.NoError(t, err)
+			assert.Positive(t, perSpan)
+		})
+	}
+}

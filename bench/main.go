@@ -58,6 +58,7 @@ func main() {
 // scaleWorkload divides every workload size by div.
 func scaleWorkload(div int) {
 	mixTracesPerSet /= div
+	bufferedSpans /= div
 }
 
 // runParent generates the workload, runs the two children and writes the

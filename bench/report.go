@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -10,6 +11,8 @@ import (
 var (
 	targetSpanmetrics  = atLeast(2, "2")
 	targetGroupbytrace = atLeast(20, "20")
+	targetBufferedOurs = atMost(71, "71 B")
+	targetBufferedVs   = atMost(1.0/8, "⅛")
 )
 
 // machine describes where the figures were measured.
@@ -41,7 +44,7 @@ func report(m machine, settings []*childResults, rounds int) string {
 	p("One core: GOMAXPROCS=1, %s. All cores: GOMAXPROCS=%d. Workload: %d sets of %d spans (scenario.Mix), %d runs in all; %s in all.\n\n",
 		pin, m.Cores, m.Sets, m.SpansPerSet, m.Runs, m.Duration.Round(time.Second))
 	for _, section := range []func(*strings.Builder, machine, []*childResults){
-		reportThroughput, reportAllocations, reportNotes,
+		reportThroughput, reportAllocations, reportBuffered, reportNotes,
 	} {
 		section(&b, m, settings)
 	}
@@ -100,6 +103,23 @@ func reportAllocations(b *strings.Builder, _ machine, settings []*childResults) 
 	p("%s\n", t.String())
 }
 
+// reportBuffered is the heap per buffered span.
+func reportBuffered(b *strings.Builder, _ machine, settings []*childResults) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("## Heap per buffered span\n\n")
+	p("%s spans fed with a wait of an hour, so that nothing is released; the live heap's growth (after two collections) per span.\n\n", rate(float64(bufferedSpans)))
+	t := table{header: []string{"shape", "cores", ours + " (target " + targetBufferedOurs.text + ")", groupbytrace, "ours/groupbytrace (target " + targetBufferedVs.text + ")"}}
+	for _, sh := range bufferedShapes {
+		for _, s := range settings {
+			o, g := s.Buffered[sh.key][ours], s.Buffered[sh.key][groupbytrace]
+			so, sv := summarize(o), summarize(ratios(o, g))
+			t.add(sh.title, cores(s), so.format(bytesFmt)+" "+targetBufferedOurs.verdict(so), summarize(g).format(bytesFmt),
+				sv.format(reciprocal)+" "+targetBufferedVs.verdict(sv))
+		}
+	}
+	p("%s\n", t.String())
+}
+
 // reportNotes lists what the components did not do as meant.
 func reportNotes(b *strings.Builder, _ machine, settings []*childResults) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
@@ -153,3 +173,13 @@ func coresText(s *childResults) string {
 	}
 	return fmt.Sprintf("%d cores", s.GOMAXPROCS)
 }
+
+func bytesFmt(x float64) string {
+	if math.IsNaN(x) {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f B", x)
+}
+
+// reciprocal formats a small ratio as 1/x.
+func reciprocal(x float64) string { return fmt.Sprintf("1/%.1f", 1/x) }

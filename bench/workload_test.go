@@ -197,6 +197,24 @@ func TestDecodeAhead(t *testing.T) {
 	}
 }
 
+func TestGroupbytraceEvents(t *testing.T) {
+	mix := scenario.Mix(40, 12)
+	rsCount := mix.ResourceSpans().Len()
+	for _, tc := range []struct {
+		name string
+		td   ptrace.Traces
+		want int
+	}{
+		{"empty", ptrace.NewTraces(), 0},
+		{"a trace's resources, one event each", mix, rsCount},
+		{"one service's spans of many traces", spreadBatches(scenario.Mix(40, 13), 10_000)[0], 40},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, groupbytraceEvents(tc.td))
+		})
+	}
+}
+
 func TestRandomIDs(t *testing.T) {
 	td := scenario.Mix(50, 14)
 	orig := ptrace.NewTraces()
