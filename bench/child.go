@@ -21,6 +21,17 @@ type childResults struct {
 	// Buffered is the heap per buffered span, in bytes: shape, contender
 	// (ours and groupbytrace), one per repetition.
 	Buffered map[string]map[string][]float64 `json:"buffered"`
+	// MarshalOnly and Full are the pipeline rounds.
+	MarshalOnly []pipelineRound `json:"marshal_only"`
+	Full        []pipelineRound `json:"full"`
+}
+
+// pipelineRound is one round of a with/without comparison: CPU time
+// without and with our processor for the same spans.
+type pipelineRound struct {
+	Spans   int           `json:"spans"`
+	Without time.Duration `json:"without_ns"`
+	With    time.Duration `json:"with_ns"`
 }
 
 // childConfig is what the parent tells a child.
@@ -59,6 +70,18 @@ func runChild(ctx context.Context, cfg childConfig) error {
 	if res.Runs, err = sideBySide(ctx, open, cfg.rounds, lg); err != nil {
 		return err
 	}
+	set0, err := open(inputName("whole", 0))
+	if err != nil {
+		return err
+	}
+	if res.MarshalOnly, err = marshalOnly(ctx, set0, cfg.rounds); err != nil {
+		return err
+	}
+	lg("marshal-only pipeline done")
+	if res.Full, err = fullPipeline(ctx, set0, cfg.rounds); err != nil {
+		return err
+	}
+	lg("full OTLP pipeline done")
 	// Last: groupbytrace with a wait of an hour leaves its timers, and
 	// through them the spans it held, behind for an hour after shutdown.
 	if res.Buffered, err = bufferedHeaps(ctx, open, lg); err != nil {

@@ -73,3 +73,26 @@ func TestBufferedHeap(t *testing.T) {
 		})
 	}
 }
+
+func TestPipelines(t *testing.T) {
+	ctx := context.Background()
+	in := smallInput(t, 600)
+	for _, tc := range []struct {
+		name string
+		run  func(context.Context, *input, int) ([]pipelineRound, error)
+	}{
+		{"marshal-only", marshalOnly},
+		{"full", fullPipeline},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rounds, err := tc.run(ctx, in, 3)
+			require.NoError(t, err)
+			require.Len(t, rounds, 3)
+			for _, r := range rounds {
+				assert.Positive(t, r.Spans)
+				assert.Positive(t, r.Without)
+				assert.Positive(t, r.With)
+			}
+		})
+	}
+}

@@ -29,7 +29,7 @@ import (
 func main() {
 	var (
 		out    = flag.String("out", ".", "directory for RESULTS.md")
-		rounds = flag.Int("rounds", 9, "rounds of the side-by-side comparison")
+		rounds = flag.Int("rounds", 9, "rounds of the side-by-side and pipeline comparisons")
 		quick  = flag.Bool("quick", false, "a tenth of the workload and two rounds: to try the harness, not to quote")
 
 		child  = flag.Bool("child", false, "measure at this process's GOMAXPROCS (run by the parent)")

@@ -13,6 +13,9 @@ var (
 	targetGroupbytrace = atLeast(20, "20")
 	targetBufferedOurs = atMost(71, "71 B")
 	targetBufferedVs   = atMost(1.0/8, "⅛")
+	targetMarshalRatio = atLeast(0.75, "0.75")
+	targetMarshalExtra = atMost(100, "100 ns")
+	targetFullRatio    = atLeast(0.90, "0.90")
 )
 
 // machine describes where the figures were measured.
@@ -44,7 +47,7 @@ func report(m machine, settings []*childResults, rounds int) string {
 	p("One core: GOMAXPROCS=1, %s. All cores: GOMAXPROCS=%d. Workload: %d sets of %d spans (scenario.Mix), %d runs in all; %s in all.\n\n",
 		pin, m.Cores, m.Sets, m.SpansPerSet, m.Runs, m.Duration.Round(time.Second))
 	for _, section := range []func(*strings.Builder, machine, []*childResults){
-		reportThroughput, reportAllocations, reportBuffered, reportNotes,
+		reportThroughput, reportAllocations, reportBuffered, reportPipelines, reportNotes,
 	} {
 		section(&b, m, settings)
 	}
@@ -120,6 +123,29 @@ func reportBuffered(b *strings.Builder, _ machine, settings []*childResults) {
 	p("%s\n", t.String())
 }
 
+// reportPipelines is the marshal-only and the full pipeline.
+func reportPipelines(b *strings.Builder, _ machine, settings []*childResults) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("## The pipeline's goroutine: marshal-only pipeline\n\n")
+	p("No-op and ours, each before an exporter that only marshals to OTLP protobuf, given the same batches alternately;\n")
+	p("CPU time of the calling thread. Throughput ratio ours/no-op and our extra CPU per span on that goroutine.\n\n")
+	t := table{header: []string{"cores", "no-op, spans/CPU-s", ours, "ratio (target " + targetMarshalRatio.text + ")", "extra ns/span (target " + targetMarshalExtra.text + ")"}}
+	for _, s := range settings {
+		t.add(pipelineRow(s.MarshalOnly, cores(s), targetMarshalRatio, &targetMarshalExtra)...)
+	}
+	p("%s\n", t.String())
+
+	p("## Full OTLP pipeline over loopback\n\n")
+	p("OTLP/gRPC client → otlpreceiver → (ours | nothing) → otlpexporter (defaults: queue, gzip) → otlpreceiver → nop,\n")
+	p("all in one process, the two pipelines given the same batches alternately; process CPU time from sending a batch\n")
+	p("until it has arrived (our analysis, done at shutdown, shared out by spans). Everything in the process counts.\n\n")
+	t = table{header: []string{"cores", "without, spans/CPU-s", "with ours", "ratio (target " + targetFullRatio.text + ")", "extra ns/span"}}
+	for _, s := range settings {
+		t.add(pipelineRow(s.Full, cores(s), targetFullRatio, nil)...)
+	}
+	p("%s\n", t.String())
+}
+
 // reportNotes lists what the components did not do as meant.
 func reportNotes(b *strings.Builder, _ machine, settings []*childResults) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
@@ -153,6 +179,24 @@ func reportNotes(b *strings.Builder, _ machine, settings []*childResults) {
 		}
 		p("\n")
 	}
+}
+
+// pipelineRow is a row of a with/without table: both throughputs, their
+// ratio and the extra CPU per span, against ratio and extra targets.
+func pipelineRow(rounds []pipelineRound, cores string, ratio target, extra *target) []string {
+	var without, with, r, ns []float64
+	for _, x := range rounds {
+		without = append(without, float64(x.Spans)/x.Without.Seconds())
+		with = append(with, float64(x.Spans)/x.With.Seconds())
+		r = append(r, x.Without.Seconds()/x.With.Seconds())
+		ns = append(ns, float64((x.With-x.Without).Nanoseconds())/float64(x.Spans))
+	}
+	sr, sn := summarize(r), summarize(ns)
+	extraCell := sn.format(fixed(0))
+	if extra != nil {
+		extraCell += " " + extra.verdict(sn)
+	}
+	return []string{cores, summarize(without).format(rate), summarize(with).format(rate), sr.format(fixed(2)) + " " + ratio.verdict(sr), extraCell}
 }
 
 // ratios is a[i]/b[i] for each round measured in both.

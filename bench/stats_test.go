@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -63,6 +64,17 @@ func TestTargetVerdict(t *testing.T) {
 		})
 	}
 	assert.Equal(t, "not measured", atLeast(1, "1").verdict(summary{}))
+}
+
+func TestPipelineRow(t *testing.T) {
+	rounds := []pipelineRound{
+		{Spans: 1000, Without: time.Millisecond, With: 2 * time.Millisecond},
+		{Spans: 1000, Without: time.Millisecond, With: 1250 * time.Microsecond},
+		{Spans: 1000, Without: time.Millisecond, With: 1100 * time.Microsecond},
+	}
+	extra := atMost(100, "100 ns")
+	row := pipelineRow(rounds, "1", atLeast(0.75, "0.75"), &extra)
+	assert.Equal(t, []string{"1", "1.00M", "800k [500k–909k]", "0.80 [0.50–0.91] holds", "250 [100–1000] misses"}, row)
 }
 
 func TestTable(t *testing.T) {
