@@ -24,6 +24,11 @@ type childResults struct {
 	// MarshalOnly and Full are the pipeline rounds.
 	MarshalOnly []pipelineRound `json:"marshal_only"`
 	Full        []pipelineRound `json:"full"`
+	// Curves are our CPU per span in nanoseconds: curve, point, one per
+	// repetition. Only the one-core child measures them.
+	Curves map[string][][]float64 `json:"curves,omitempty"`
+	// Notes are what the growth curves' runs did not do as meant.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // pipelineRound is one round of a with/without comparison: CPU time
@@ -39,12 +44,29 @@ type childConfig struct {
 	data   string // the workload directory
 	result string // where the child writes its results
 	rounds int
+	curves bool
 	pinned bool
 }
+
+// manifest is the workload directory's index: the traces of each input,
+// which the growth curves wait for.
+type manifest struct {
+	Traces map[string]int `json:"traces"`
+}
+
+const manifestName = "manifest.json"
 
 // runChild measures everything at the process's GOMAXPROCS and writes the
 // results for the parent.
 func runChild(ctx context.Context, cfg childConfig) error {
+	var man manifest
+	b, err := os.ReadFile(filepath.Join(cfg.data, manifestName))
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, &man); err != nil {
+		return err
+	}
 	res := &childResults{GOMAXPROCS: runtime.GOMAXPROCS(0), Pinned: cfg.pinned}
 	lg := progress(fmt.Sprintf("[GOMAXPROCS=%d]", res.GOMAXPROCS))
 
@@ -66,7 +88,6 @@ func runChild(ctx context.Context, cfg childConfig) error {
 		return in, nil
 	}
 
-	var err error
 	if res.Runs, err = sideBySide(ctx, open, cfg.rounds, lg); err != nil {
 		return err
 	}
@@ -82,6 +103,11 @@ func runChild(ctx context.Context, cfg childConfig) error {
 		return err
 	}
 	lg("full OTLP pipeline done")
+	if cfg.curves {
+		if res.Curves, err = measureCurves(ctx, open, man, &res.Notes, lg); err != nil {
+			return err
+		}
+	}
 	// Last: groupbytrace with a wait of an hour leaves its timers, and
 	// through them the spans it held, behind for an hour after shutdown.
 	if res.Buffered, err = bufferedHeaps(ctx, open, lg); err != nil {

@@ -1,7 +1,7 @@
 // Command bench-peers measures the errorownership processor side by side
 // with its peers — the contrib spanmetrics connector, the contrib
 // groupbytrace processor and a no-op processor — on the same batches, and
-// writes RESULTS.md.
+// writes RESULTS.md and the growth curves' SVG files.
 //
 // The parent process generates the workload once into a temporary
 // directory, then runs itself twice as a child: on one core (GOMAXPROCS=1,
@@ -28,13 +28,14 @@ import (
 
 func main() {
 	var (
-		out    = flag.String("out", ".", "directory for RESULTS.md")
+		out    = flag.String("out", ".", "directory for RESULTS.md and the growth curves' SVG files")
 		rounds = flag.Int("rounds", 9, "rounds of the side-by-side and pipeline comparisons")
 		quick  = flag.Bool("quick", false, "a tenth of the workload and two rounds: to try the harness, not to quote")
 
 		child  = flag.Bool("child", false, "measure at this process's GOMAXPROCS (run by the parent)")
 		data   = flag.String("data", "", "child: the workload directory")
 		result = flag.String("result", "", "child: where to write the figures")
+		curves = flag.Bool("curves", false, "child: measure the growth curves too")
 		pinned = flag.Bool("pinned", false, "child: the parent pinned this process to one CPU")
 	)
 	flag.Parse()
@@ -45,7 +46,7 @@ func main() {
 	ctx := context.Background()
 	var err error
 	if *child {
-		err = runChild(ctx, childConfig{data: *data, result: *result, rounds: *rounds, pinned: *pinned})
+		err = runChild(ctx, childConfig{data: *data, result: *result, rounds: *rounds, curves: *curves, pinned: *pinned})
 	} else {
 		err = runParent(ctx, *out, *rounds, *quick)
 	}
@@ -58,7 +59,21 @@ func main() {
 // scaleWorkload divides every workload size by div.
 func scaleWorkload(div int) {
 	mixTracesPerSet /= div
+	curveSpans /= div
 	bufferedSpans /= div
+	traceSizes = slicesUpTo(traceSizes, curveSpans)
+	edgeCounts = slicesUpTo(edgeCounts, curveSpans)
+	curves[0].points, curves[1].points = floats(traceSizes), floats(edgeCounts)
+}
+
+func slicesUpTo(xs []int, limit int) []int {
+	var out []int
+	for _, x := range xs {
+		if x <= limit {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // runParent generates the workload, runs the two children and writes the
@@ -79,7 +94,7 @@ func runParent(ctx context.Context, out string, rounds int, quick bool) error {
 		return err
 	}
 	m.SpansPerSet, m.Sets = spans, mixSets
-	lg("workload ready: %d sets of %d spans", mixSets, spans)
+	lg("workload ready: %d sets of %d spans, and the growth curves' inputs", mixSets, spans)
 
 	exe, err := os.Executable()
 	if err != nil {
@@ -113,17 +128,28 @@ func runParent(ctx context.Context, out string, rounds int, quick bool) error {
 	if err := os.WriteFile(filepath.Join(out, "RESULTS.md"), []byte(md), 0o644); err != nil {
 		return err
 	}
+	for _, s := range settings {
+		if s.Curves == nil {
+			continue
+		}
+		for _, c := range curves {
+			if err := plotCurve(out, c, s.Curves[c.key]); err != nil {
+				return err
+			}
+		}
+	}
 	fmt.Print(md)
-	lg("wrote %s in %v", filepath.Join(out, "RESULTS.md"), time.Since(start).Round(time.Second))
+	lg("wrote %s and the growth curves in %v", filepath.Join(out, "RESULTS.md"), time.Since(start).Round(time.Second))
 	return nil
 }
 
 // runChildProcess runs this program as a child at GOMAXPROCS procs, pinned
-// to CPU 0 if pin, and reads its figures.
+// to CPU 0 if pin, and reads its figures. The one-core child measures the
+// growth curves too.
 func runChildProcess(ctx context.Context, exe, dir string, procs, rounds int, quick, pin bool) (*childResults, error) {
 	result := filepath.Join(dir, fmt.Sprintf("result-%d.json", procs))
 	args := []string{"-child", "-data", dir, "-result", result, "-rounds", strconv.Itoa(rounds),
-		"-pinned=" + strconv.FormatBool(pin), "-quick=" + strconv.FormatBool(quick)}
+		"-curves=" + strconv.FormatBool(procs == 1), "-pinned=" + strconv.FormatBool(pin), "-quick=" + strconv.FormatBool(quick)}
 	cmd := exec.CommandContext(ctx, exe, args...)
 	if pin {
 		cmd = exec.CommandContext(ctx, "taskset", append([]string{"-c", "0", exe}, args...)...)
@@ -151,12 +177,13 @@ func runChildProcess(ctx context.Context, exe, dir string, procs, rounds int, qu
 	return &res, nil
 }
 
-// generate writes every input to dir and returns the spans of one set of
-// the side-by-side workload. The inputs are generated in parallel, one per
-// CPU at a time.
+// generate writes every input and the manifest to dir and returns the
+// spans of one set of the side-by-side workload. The inputs are generated
+// in parallel, one per CPU at a time.
 func generate(dir string) (int, error) {
 	var (
 		mu    sync.Mutex
+		man   = manifest{Traces: map[string]int{}}
 		spans int
 		errs  []error
 	)
@@ -191,7 +218,26 @@ func generate(dir string) (int, error) {
 			return nil
 		}
 	}
+	for _, gen := range curveInputs() {
+		jobs <- func() error {
+			batches, traces := gen.make()
+			if err := writeInput(filepath.Join(dir, gen.name), batches); err != nil {
+				return err
+			}
+			mu.Lock()
+			man.Traces[gen.name] = traces
+			mu.Unlock()
+			return nil
+		}
+	}
 	close(jobs)
 	wg.Wait()
-	return spans, errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	b, err := json.Marshal(man)
+	if err != nil {
+		return 0, err
+	}
+	return spans, os.WriteFile(filepath.Join(dir, manifestName), b, 0o644)
 }

@@ -47,7 +47,7 @@ func report(m machine, settings []*childResults, rounds int) string {
 	p("One core: GOMAXPROCS=1, %s. All cores: GOMAXPROCS=%d. Workload: %d sets of %d spans (scenario.Mix), %d runs in all; %s in all.\n\n",
 		pin, m.Cores, m.Sets, m.SpansPerSet, m.Runs, m.Duration.Round(time.Second))
 	for _, section := range []func(*strings.Builder, machine, []*childResults){
-		reportThroughput, reportAllocations, reportBuffered, reportPipelines, reportNotes,
+		reportThroughput, reportAllocations, reportBuffered, reportPipelines, reportCurves, reportNotes,
 	} {
 		section(&b, m, settings)
 	}
@@ -146,6 +146,27 @@ func reportPipelines(b *strings.Builder, _ machine, settings []*childResults) {
 	p("%s\n", t.String())
 }
 
+// reportCurves is the growth curves, measured on one core.
+func reportCurves(b *strings.Builder, _ machine, settings []*childResults) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	for _, s := range settings {
+		if s.Curves == nil {
+			continue
+		}
+		p("## Growth curves\n\n")
+		p("Our CPU time per span (process CPU, less the decoding) on %s, decision_wait %v; median of %d repetitions\n", coresText(s), curveWait, curveRepeats)
+		p("[min–max]. Each point feeds about %s spans after a warm-up that is analysed first.\n\n", rate(float64(curveSpans)))
+		for _, c := range curves {
+			p("### %s\n\n![%s](%s)\n\n", c.title, c.title, svgName(c.key))
+			t := table{header: []string{c.xLabel, "ns/span"}}
+			for i, x := range c.points {
+				t.add(fmt.Sprintf("%g", x), summarize(s.Curves[c.key][i]).format(fixed(0)))
+			}
+			p("%s\n", t.String())
+		}
+	}
+}
+
 // reportNotes lists what the components did not do as meant.
 func reportNotes(b *strings.Builder, _ machine, settings []*childResults) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
@@ -160,6 +181,7 @@ func reportNotes(b *strings.Builder, _ machine, settings []*childResults) {
 				}
 			}
 		}
+		notes = append(notes, s.Notes...)
 	}
 	if len(notes) > 0 {
 		p("## Notes\n\nWhat the components' own telemetry says they did not do as meant:\n\n")
@@ -227,3 +249,5 @@ func bytesFmt(x float64) string {
 
 // reciprocal formats a small ratio as 1/x.
 func reciprocal(x float64) string { return fmt.Sprintf("1/%.1f", 1/x) }
+
+func svgName(curve string) string { return "curve-" + curve + ".svg" }

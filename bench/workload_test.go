@@ -40,6 +40,8 @@ func TestWholeTraceBatches(t *testing.T) {
 		maxSpans int
 	}{
 		{"mix", scenario.Mix(200, 1), wholeBatchSpans},
+		{"one-span traces", treeTraces("t/1", 1, 1_200), wholeBatchSpans},
+		{"traces larger than a batch", treeTraces("t/1200", 1_200, 3), wholeBatchSpans},
 		{"small batches", scenario.Mix(50, 2), 64},
 		{"traces larger than a small batch", scenario.Mix(30, 7), 8},
 	} {
