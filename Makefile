@@ -8,7 +8,7 @@ PKGS     ?= ./...
 BENCHTIME ?= 1s
 DB_DIR   ?= .db
 
-.PHONY: all build test lint bench fuzz soak demo scale-demo scenarios otelcol run clean db db-stop dashboards plugin
+.PHONY: all build test lint bench bench-peers fuzz soak demo scale-demo scenarios otelcol run clean db db-stop dashboards plugin
 
 all: lint build test
 
@@ -17,20 +17,26 @@ build:
 	$(GO) build $(PKGS)
 	$(GO) build -o bin/errorownership ./cmd/errorownership
 
-## test: unit, integration and end-to-end tests (needs the PostgreSQL binaries), then the SDK hooks under the race detector
+## test: unit, integration and end-to-end tests (needs the PostgreSQL binaries), the SDK hooks under the race detector, and the bench/ harness's own
 test:
 	$(GO) test -count=1 -timeout 30m $(PKGS)
 	$(GO) test -race -count=1 -timeout 10m ./hooks/...
+	cd bench && $(GO) test -count=1 ./...
 
-## lint: go vet and gofmt
+## lint: go vet (the bench/ module too) and gofmt
 lint:
 	$(GO) vet $(PKGS)
+	cd bench && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 ## bench: every benchmark, with its figures (see README.md, Benchmarks)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
+
+## bench-peers: errorownership side by side with spanmetrics, groupbytrace and a no-op (about 10 minutes; writes bench/RESULTS.md and bench/curve-*.svg)
+bench-peers:
+	cd bench && $(GO) build -o ../bin/bench-peers . && ../bin/bench-peers -out .
 
 ## demo: the retry-storm simulator: real services, the processor, PostgreSQL, the figures of docs/design.md §1 (flags: ARGS="--keep")
 demo:
