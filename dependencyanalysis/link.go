@@ -319,10 +319,16 @@ func (a *Analyzer) find(id pcommon.SpanID) int32 {
 	}
 }
 
-// slotOf spreads a span ID over the table: span IDs are random, but not
-// always (counters, tests), so they are mixed before use.
+// slotOf spreads a span ID over the table. Span IDs are random, but not
+// always: some clients and tests count, in either end of the ID, so every
+// bit is mixed into every other (SplitMix64's finalizer) before the table
+// takes the low ones; a counter in the high bytes once put every span of a
+// trace into one probe run, which made linking quadratic.
 func slotOf(id pcommon.SpanID) uint64 {
-	return (binary.LittleEndian.Uint64(id[:]) * 0x9E3779B97F4A7C15) >> 32
+	h := binary.LittleEndian.Uint64(id[:])
+	h = (h ^ h>>30) * 0xBF58476D1CE4E5B9
+	h = (h ^ h>>27) * 0x94D049BB133111EB
+	return h ^ h>>31
 }
 
 // enclosingRequests sets encl for every span, walking parents with memo.

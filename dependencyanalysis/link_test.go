@@ -1,10 +1,12 @@
 package dependencyanalysis
 
 import (
+	"encoding/binary"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 )
 
 func TestLinkCountsWhatCannotBeLinked(t *testing.T) {
@@ -321,4 +323,47 @@ func TestLinkLargeTraces(t *testing.T) {
 	assert.Equal(t, LinkStats{Spans: uint64(len(specs)), Duplicates: 1, Orphans: 1}, tr.Link)
 	assert.Len(t, tr.Requests, 1+49+1)
 	assert.Len(t, tr.Calls, 49)
+}
+
+// TestSlotOfSpreadsCountingIDs: span IDs that count, in either byte order
+// and in either half, spread over the span table as random ones do.
+func TestSlotOfSpreadsCountingIDs(t *testing.T) {
+	const n, slots = 4096, 8192 // as the table sizes itself: twice the spans
+	tests := []struct {
+		name string
+		id   func(i uint64) pcommon.SpanID
+	}{
+		{"random", func(i uint64) pcommon.SpanID {
+			var id pcommon.SpanID
+			binary.LittleEndian.PutUint64(id[:], (i+1)*0x9E3779B97F4A7C15)
+			return id
+		}},
+		{"big-endian counter", func(i uint64) pcommon.SpanID {
+			var id pcommon.SpanID
+			binary.BigEndian.PutUint64(id[:], i+1)
+			return id
+		}},
+		{"little-endian counter", func(i uint64) pcommon.SpanID {
+			var id pcommon.SpanID
+			binary.LittleEndian.PutUint64(id[:], i+1)
+			return id
+		}},
+		{"counter in the first bytes, a constant after", func(i uint64) pcommon.SpanID {
+			id := pcommon.SpanID{4: 0xAB, 5: 0xCD, 6: 0xEF, 7: 0x01}
+			binary.BigEndian.PutUint32(id[:4], uint32(i+1))
+			return id
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			used := map[uint64]bool{}
+			for i := range uint64(n) {
+				used[slotOf(tt.id(i))&(slots-1)] = true
+			}
+			// Random IDs fill about 1 − e^(−1/2) ≈ 39 % of the slots.
+			if len(used) < n*3/4 {
+				t.Errorf("%d IDs took %d of %d slots: they cluster", n, len(used), slots)
+			}
+		})
+	}
 }
