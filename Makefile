@@ -8,7 +8,7 @@ PKGS     ?= ./...
 BENCHTIME ?= 1s
 DB_DIR   ?= .db
 
-.PHONY: all build test lint bench bench-peers fuzz soak demo scale-demo scenarios otelcol run clean db db-stop dashboards plugin
+.PHONY: all build test lint bench bench-peers bench-hints fuzz soak demo scale-demo scenarios otelcol run clean db db-stop dashboards plugin
 
 all: lint build test
 
@@ -37,6 +37,11 @@ bench:
 ## bench-peers: errorownership side by side with spanmetrics, groupbytrace and a no-op (about 10 minutes; writes bench/RESULTS.md and bench/curve-*.svg)
 bench-peers:
 	cd bench && $(GO) build -o ../bin/bench-peers . && ../bin/bench-peers -out .
+
+## bench-hints: the hints endpoint pinned to core 0, loaded by wrk from core 1 (apt-get install wrk) and from its own process
+bench-hints:
+	$(GO) test -c -o bin/errorownershipprocessor.test ./processor/errorownershipprocessor
+	cd processor/errorownershipprocessor && taskset -c 0 ../../bin/errorownershipprocessor.test -test.run '^$$' -test.bench 'BenchmarkHintsEndpoint' -test.benchtime 3s
 
 ## demo: the retry-storm simulator: real services, the processor, PostgreSQL, the figures of docs/design.md §1 (flags: ARGS="--keep")
 demo:
