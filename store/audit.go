@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/errorownership/errorownership/ownership"
 )
 
 // AuditFilter selects coincidental errors from the audit log: those dated
@@ -107,14 +105,7 @@ LIMIT $6`, f.From, f.To, f.Service, f.Operation, f.PeerService, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: audit entries: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditRecord, error) {
-		var a AuditRecord
-		var sent, want string
-		err := r.Scan(&a.Time, &a.TraceID, &a.SpanID, &a.Service, &a.Operation, &a.PeerService, &a.PeerOperation, &sent, &want, &a.Reason)
-		a.ClaimSent, a.ClaimExpected = ownership.ParseClaim(sent), ownership.ParseClaim(want)
-		a.Time = a.Time.UTC()
-		return a, err
-	})
+	out, err := pgx.CollectRows(rows, scanAuditRecord)
 	if err != nil {
 		return nil, fmt.Errorf("store: audit entries: %w", err)
 	}

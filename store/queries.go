@@ -409,18 +409,23 @@ func (s *Store) Audit(ctx context.Context, from, to time.Time, service string, l
 	if err != nil {
 		return nil, fmt.Errorf("store: audit: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditRecord, error) {
-		var a AuditRecord
-		var sent, want string
-		err := r.Scan(&a.Time, &a.TraceID, &a.SpanID, &a.Service, &a.Operation, &a.PeerService, &a.PeerOperation, &sent, &want, &a.Reason)
-		a.ClaimSent, a.ClaimExpected = ownership.ParseClaim(sent), ownership.ParseClaim(want)
-		a.Time = a.Time.UTC()
-		return a, err
-	})
+	out, err := pgx.CollectRows(rows, scanAuditRecord)
 	if err != nil {
 		return nil, fmt.Errorf("store: audit: %w", err)
 	}
 	return out, nil
+}
+
+// scanAuditRecord reads a row of coincidental_audit's columns, in the
+// order time, trace_id, span_id, service, operation, peer_service,
+// peer_operation, claim_sent, claim_expected, reason.
+func scanAuditRecord(r pgx.CollectableRow) (AuditRecord, error) {
+	var a AuditRecord
+	var sent, want string
+	err := r.Scan(&a.Time, &a.TraceID, &a.SpanID, &a.Service, &a.Operation, &a.PeerService, &a.PeerOperation, &sent, &want, &a.Reason)
+	a.ClaimSent, a.ClaimExpected = ownership.ParseClaim(sent), ownership.ParseClaim(want)
+	a.Time = a.Time.UTC()
+	return a, err
 }
 
 // The audit log of every service, or of one.

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -308,29 +307,7 @@ func TestHostileTrailersAllocateNothing(t *testing.T) {
 					_ = invoker(context.Background(), workMethod, in, out, nil)
 				}
 			}
-			n := soaktest.Pick[uint64](50, 5, 500)
-			perCall := func(f func()) uint64 {
-				f()
-				var before, after runtime.MemStats
-				runtime.ReadMemStats(&before)
-				for range n {
-					f()
-				}
-				runtime.ReadMemStats(&after)
-				return (after.TotalAlloc - before.TotalAlloc) / n
-			}
-			heap0 := soaktest.LiveHeap()
-			withHooks, withoutHooks := perCall(serve), perCall(bare)
-			heap1 := soaktest.LiveHeap()
-			added := int64(withHooks) - int64(withoutHooks)
-			t.Logf("bytes allocated per call: %d with the hooks, %d without (+%d); live heap %d → %d KiB",
-				withHooks, withoutHooks, added, heap0>>10, heap1>>10)
-			if added > 16<<10 {
-				t.Errorf("the hooks allocate %d bytes per call whose answers carry 1 MiB trailers", added)
-			}
-			if heap1 > heap0+4*mib {
-				t.Errorf("live heap grew from %d to %d KiB over %d calls with 1 MiB trailers", heap0>>10, heap1>>10, 2*n)
-			}
+			soaktest.CheckAllocs(t, soaktest.Pick[uint64](50, 5, 500), serve, bare, "call", "1 MiB trailers")
 		})
 	}
 }

@@ -79,22 +79,11 @@ type staticHints struct{ limits hooks.Limits }
 func (staticHints) Mode(string, string, string) ownership.Mode { return ownership.ModeUnknown }
 func (s staticHints) BudgetLimits() hooks.Limits               { return s.limits }
 
-// attemptCounter counts, at a callee, the calls (first attempts) and the
-// retries (carrying grpc-previous-rpc-attempts) it served.
-type attemptCounter struct{ calls, retries atomic.Int64 }
-
-func (a *attemptCounter) count(ctx context.Context) (retry bool) {
+// isRetry reports whether the call is a retry: it carries
+// grpc-previous-rpc-attempts.
+func isRetry(ctx context.Context) bool {
 	md, _ := metadata.FromIncomingContext(ctx)
-	if len(md.Get(ownership.GRPCPreviousAttemptsKey)) > 0 {
-		a.retries.Add(1)
-		return true
-	}
-	a.calls.Add(1)
-	return false
-}
-
-func (a *attemptCounter) snapshot() soaktest.Retries {
-	return soaktest.Retries{Calls: a.calls.Load(), Retries: a.retries.Load()}
+	return len(md.Get(ownership.GRPCPreviousAttemptsKey)) > 0
 }
 
 // TestSoakRetryBudget: callers against a gRPC callee that fails every
@@ -105,9 +94,9 @@ func TestSoakRetryBudget(t *testing.T) {
 	duration := soaktest.Pick(2*time.Second, 2*time.Second, 3*time.Minute)
 	workers := soaktest.Pick(32, 16, 64)
 	limits := hooks.Limits{Ratio: 0.1, MinRetriesPerSecond: 1}
-	var counter attemptCounter
+	var counter soaktest.Attempts
 	addr, stop := serveSoak(t, func(ctx context.Context, _ string) (string, error) {
-		counter.count(ctx)
+		counter.Count(isRetry(ctx))
 		return "", status.Error(codes.Unavailable, "down")
 	})
 	defer stop()
@@ -131,7 +120,7 @@ func TestSoakRetryBudget(t *testing.T) {
 	if n := wrong.Load(); n > 0 {
 		t.Errorf("%d calls failed otherwise than with the callee's UNAVAILABLE", n)
 	}
-	got := counter.snapshot()
+	got := counter.Snapshot()
 	got.Check(t, "gRPC, 100 % failures, per-peer budget", limits, elapsed, hooks.DefaultBudgetWindow)
 	if float64(got.Retries) < 0.5*limits.Ratio*float64(got.Calls) {
 		t.Errorf("%d retries for %d calls: the budget was not used", got.Retries, got.Calls)
@@ -155,9 +144,9 @@ func TestSoakConcurrentGRPC(t *testing.T) {
 	limits := hooks.DefaultLimits()
 
 	goroutines := soaktest.Goroutines()
-	var counter attemptCounter
+	var counter soaktest.Attempts
 	cAddr, stopC := serveSoak(t, func(ctx context.Context, in string) (string, error) {
-		retry := counter.count(ctx)
+		retry := counter.Count(isRetry(ctx))
 		id, err := strconv.Atoi(in)
 		switch {
 		case err != nil:
@@ -238,7 +227,7 @@ func TestSoakConcurrentGRPC(t *testing.T) {
 	if w := wrong.Load(); w > 0 {
 		t.Errorf("%d calls answered otherwise than C's behaviour calls for; first: %v", w, firstWrong.Load())
 	}
-	counter.snapshot().Check(t, "gRPC B → C, 20 % failures", limits, elapsed, hooks.DefaultBudgetWindow)
+	counter.Snapshot().Check(t, "gRPC B → C, 20 % failures", limits, elapsed, hooks.DefaultBudgetWindow)
 	heap.Check(t, soaktest.Pick[uint64](4<<20, 4<<20, 8<<20))
 
 	root.Close()

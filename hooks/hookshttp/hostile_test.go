@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -320,29 +319,7 @@ func TestHostileHeadersAllocateNothing(t *testing.T) {
 				}
 				httptest.NewRecorder().WriteHeader(http.StatusBadGateway)
 			}
-			n := soaktest.Pick[uint64](50, 5, 500)
-			perCall := func(f func()) uint64 {
-				f()
-				var before, after runtime.MemStats
-				runtime.ReadMemStats(&before)
-				for range n {
-					f()
-				}
-				runtime.ReadMemStats(&after)
-				return (after.TotalAlloc - before.TotalAlloc) / n
-			}
-			heap0 := soaktest.LiveHeap()
-			withHooks, withoutHooks := perCall(serve), perCall(bare)
-			heap1 := soaktest.LiveHeap()
-			added := int64(withHooks) - int64(withoutHooks)
-			t.Logf("bytes allocated per request: %d with the hooks, %d without (+%d); live heap %d → %d KiB",
-				withHooks, withoutHooks, added, heap0>>10, heap1>>10)
-			if added > 16<<10 {
-				t.Errorf("the hooks allocate %d bytes per request whose answers carry 1 MiB headers", added)
-			}
-			if heap1 > heap0+4*mib {
-				t.Errorf("live heap grew from %d to %d KiB over %d requests with 1 MiB headers", heap0>>10, heap1>>10, 2*n)
-			}
+			soaktest.CheckAllocs(t, soaktest.Pick[uint64](50, 5, 500), serve, bare, "request", "1 MiB headers")
 		})
 	}
 }

@@ -24,22 +24,8 @@ type staticHints struct{ limits hooks.Limits }
 func (staticHints) Mode(string, string, string) ownership.Mode { return ownership.ModeUnknown }
 func (s staticHints) BudgetLimits() hooks.Limits               { return s.limits }
 
-// attemptCounter counts, at a callee, the calls (first attempts) and the
-// retries (requests carrying Retry-Attempt) it served.
-type attemptCounter struct{ calls, retries atomic.Int64 }
-
-func (a *attemptCounter) count(r *http.Request) (retry bool) {
-	if r.Header.Get(ownership.HTTPRetryAttemptHeader) != "" {
-		a.retries.Add(1)
-		return true
-	}
-	a.calls.Add(1)
-	return false
-}
-
-func (a *attemptCounter) snapshot() soaktest.Retries {
-	return soaktest.Retries{Calls: a.calls.Load(), Retries: a.retries.Load()}
-}
+// isRetry reports whether the request is a retry: it carries Retry-Attempt.
+func isRetry(r *http.Request) bool { return r.Header.Get(ownership.HTTPRetryAttemptHeader) != "" }
 
 // TestSoakRetryBudget runs callers against a callee that fails every
 // request, claiming it, for a while in real time over real HTTP, through
@@ -52,9 +38,9 @@ func TestSoakRetryBudget(t *testing.T) {
 	workers := soaktest.Pick(32, 16, 64)
 	limits := hooks.Limits{Ratio: 0.1, MinRetriesPerSecond: 1}
 
-	var counter attemptCounter
+	var counter soaktest.Attempts
 	callee := httptest.NewServer(hookshttp.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		counter.count(r)
+		counter.Count(isRetry(r))
 		http.Error(w, "down", http.StatusInternalServerError)
 	})))
 	defer callee.Close()
@@ -76,7 +62,7 @@ func TestSoakRetryBudget(t *testing.T) {
 			case <-done:
 				return
 			case <-tick.C:
-				snapshots = append(snapshots, counter.snapshot())
+				snapshots = append(snapshots, counter.Snapshot())
 			}
 		}
 	})
@@ -103,7 +89,7 @@ func TestSoakRetryBudget(t *testing.T) {
 	if n := failures.Load(); n > 0 {
 		t.Errorf("%d calls failed otherwise than with the callee's 500", n)
 	}
-	got := counter.snapshot()
+	got := counter.Snapshot()
 	got.Check(t, "HTTP, 100 % failures, per-peer budget", limits, elapsed, hooks.DefaultBudgetWindow)
 	if float64(got.Retries) < 0.5*limits.Ratio*float64(got.Calls) {
 		t.Errorf("%d retries for %d calls: the budget was not used", got.Retries, got.Calls)
@@ -212,9 +198,9 @@ func TestSoakRetryBudgetClock(t *testing.T) {
 // soakCallee is C of the concurrency soak: by the request's id it always
 // fails (id % 10 == 0), fails the first attempt only (id % 10 == 1), or
 // answers "c<id>".
-func soakCallee(counter *attemptCounter) http.Handler {
+func soakCallee(counter *soaktest.Attempts) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		retry := counter.count(r)
+		retry := counter.Count(isRetry(r))
 		id, err := strconv.Atoi(r.URL.Query().Get("id"))
 		if err != nil {
 			http.Error(w, "no id", http.StatusBadRequest)
@@ -285,7 +271,7 @@ func TestSoakConcurrentHTTP(t *testing.T) {
 	long := soaktest.Pick(time.Duration(0), 0, 3*time.Minute)
 	limits := hooks.DefaultLimits()
 
-	var counter attemptCounter
+	var counter soaktest.Attempts
 	c := httptest.NewServer(hookshttp.Middleware(soakCallee(&counter)))
 	bBase := &http.Transport{MaxIdleConnsPerHost: concurrency}
 	bClient := &http.Client{Transport: hookshttp.Transport(bBase, hookshttp.WithHints(staticHints{limits}),
@@ -355,7 +341,7 @@ func TestSoakConcurrentHTTP(t *testing.T) {
 	if w := tally.wrong.Load(); w > 0 {
 		t.Errorf("%d requests answered otherwise than C's behaviour calls for; first: %v", w, tally.firstWrong.Load())
 	}
-	counter.snapshot().Check(t, "HTTP B → C, 20 % failures", limits, elapsed, hooks.DefaultBudgetWindow)
+	counter.Snapshot().Check(t, "HTTP B → C, 20 % failures", limits, elapsed, hooks.DefaultBudgetWindow)
 	heap.Check(t, soaktest.Pick[uint64](4<<20, 4<<20, 8<<20))
 
 	b.Close()

@@ -126,7 +126,23 @@ func (l *launcher) gateway(ctx context.Context, name, dsn string) (*Collector, e
 	if err != nil {
 		return nil, err
 	}
-	override := fmt.Sprintf(`extensions:
+	override := otlpIn(p) + fmt.Sprintf(`processors:
+  errorownership:
+%s
+service:
+%s
+`, processorSection(l.timings, dsn, p.hints), telemetrySection(p.metrics))
+	proc, err := l.start(ctx, name, gatewayConfig, override, p)
+	if err != nil {
+		return nil, err
+	}
+	return &Collector{Process: proc, OTLPAddr: p.http, HintsAddr: p.hints}, nil
+}
+
+// otlpIn is the configuration of a collector that receives OTLP on p's
+// ports and answers health checks.
+func otlpIn(p ports) string {
+	return fmt.Sprintf(`extensions:
   health_check:
     endpoint: %s
 receivers:
@@ -136,17 +152,7 @@ receivers:
         endpoint: %s
       http:
         endpoint: %s
-processors:
-  errorownership:
-%s
-service:
-%s
-`, p.health, p.grpc, p.http, processorSection(l.timings, dsn, p.hints), telemetrySection(p.metrics))
-	proc, err := l.start(ctx, name, gatewayConfig, override, p)
-	if err != nil {
-		return nil, err
-	}
-	return &Collector{Process: proc, OTLPAddr: p.http, HintsAddr: p.hints}, nil
+`, p.health, p.grpc, p.http)
 }
 
 // front starts the first tier of the Kafka deployment: OTLP in, Kafka out,
@@ -156,23 +162,13 @@ func (l *launcher) front(ctx context.Context, name, broker string) (*Collector, 
 	if err != nil {
 		return nil, err
 	}
-	override := fmt.Sprintf(`extensions:
-  health_check:
-    endpoint: %s
-receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: %s
-      http:
-        endpoint: %s
-exporters:
+	override := otlpIn(p) + fmt.Sprintf(`exporters:
   kafka:
     brokers: [%s]
 service:
   extensions: [health_check]
 %s
-`, p.health, p.grpc, p.http, broker, telemetrySection(p.metrics))
+`, broker, telemetrySection(p.metrics))
 	proc, err := l.start(ctx, name, frontConfig, override, p)
 	if err != nil {
 		return nil, err

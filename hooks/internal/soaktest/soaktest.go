@@ -15,6 +15,7 @@ import (
 	"runtime/metrics"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,4 +183,54 @@ func WaitGoroutines(t testing.TB, n int, timeout time.Duration) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// CheckAllocs calls hooked and bare, the same work with the hooks and
+// without, n times each, and fails t when the hooks allocate more than
+// 16 KiB a call beyond bare or the live heap grows by more than 4 MiB: what
+// a peer sends must not cost the service memory. call names one call in
+// the messages ("call", "request"), answers what the answers carry.
+func CheckAllocs(t testing.TB, n uint64, hooked, bare func(), call, answers string) {
+	t.Helper()
+	perCall := func(f func()) uint64 {
+		f()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range n {
+			f()
+		}
+		runtime.ReadMemStats(&after)
+		return (after.TotalAlloc - before.TotalAlloc) / n
+	}
+	heap0 := LiveHeap()
+	withHooks, withoutHooks := perCall(hooked), perCall(bare)
+	heap1 := LiveHeap()
+	added := int64(withHooks) - int64(withoutHooks)
+	t.Logf("bytes allocated per %s: %d with the hooks, %d without (+%d); live heap %d → %d KiB",
+		call, withHooks, withoutHooks, added, heap0>>10, heap1>>10)
+	if added > 16<<10 {
+		t.Errorf("the hooks allocate %d bytes per %s whose answers carry %s", added, call, answers)
+	}
+	if heap1 > heap0+4<<20 {
+		t.Errorf("live heap grew from %d to %d KiB over %d %ss with %s", heap0>>10, heap1>>10, 2*n, call, answers)
+	}
+}
+
+// Attempts counts, at a callee, the calls (first attempts) and the retries
+// it served. Safe for concurrent use.
+type Attempts struct{ calls, retries atomic.Int64 }
+
+// Count counts one attempt, a retry or a first one, and returns retry.
+func (a *Attempts) Count(retry bool) bool {
+	if retry {
+		a.retries.Add(1)
+	} else {
+		a.calls.Add(1)
+	}
+	return retry
+}
+
+// Snapshot returns the counts so far.
+func (a *Attempts) Snapshot() Retries {
+	return Retries{Calls: a.calls.Load(), Retries: a.retries.Load()}
 }
