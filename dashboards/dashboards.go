@@ -18,6 +18,11 @@
 //
 // which PostgreSQL folds to true for All and to service IN (…) otherwise,
 // reading the index that leads with the service (store migration 3).
+//
+// The dashboards use the SDK's classic model (package dashboard), which the
+// SDK marks deprecated in favour of dashboardv2: the v2 schema needs Grafana
+// 12 with feature toggles that are off by default, while the classic JSON
+// is what every supported Grafana provisions from files.
 package dashboards
 
 import (

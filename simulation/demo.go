@@ -224,9 +224,7 @@ func Demo(ctx context.Context, o DemoOptions) (rep *DemoReport, err error) {
 		return nil, fmt.Errorf("processor shutdown: %w", err)
 	}
 
-	sc := store.DefaultConfig()
-	sc.DSN = dsn
-	st, err := store.Open(ctx, sc)
+	st, err := store.OpenDSN(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}

@@ -136,9 +136,7 @@ func Simulate(ctx context.Context, o SimulateOptions) (_ []Simulated, err error)
 	if err := col.Shutdown(ctx); err != nil {
 		return nil, fmt.Errorf("processor shutdown: %w", err)
 	}
-	sc := store.DefaultConfig()
-	sc.DSN = dsn
-	st, err := store.Open(ctx, sc)
+	st, err := store.OpenDSN(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}

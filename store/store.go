@@ -41,6 +41,15 @@ type Store struct {
 	merge map[int64]bool // buckets (Unix seconds) that must be merged into
 }
 
+// OpenDSN is Open with the default configuration and the database at dsn
+// (empty: the PG* environment variables), as the readers of the store —
+// the CLI, the demo — open it.
+func OpenDSN(ctx context.Context, dsn string) (*Store, error) {
+	cfg := DefaultConfig()
+	cfg.DSN = dsn
+	return Open(ctx, cfg)
+}
+
 // Open returns a store for cfg. It does not connect: the database may be
 // down when the collector starts, and the Writer waits for it. Errors name
 // the database without its password.

@@ -37,9 +37,7 @@ const pointElsewhere = "point errorownership at the collector's database with --
 // schema this version reads; its errors say what to do. It never migrates:
 // these commands only read.
 func (f *storeFlags) open(ctx context.Context) (*store.Store, error) {
-	cfg := store.DefaultConfig()
-	cfg.DSN = f.dsn
-	st, err := store.Open(ctx, cfg)
+	st, err := store.OpenDSN(ctx, f.dsn)
 	if err != nil {
 		return nil, fmt.Errorf("--dsn: %s", strings.TrimPrefix(err.Error(), "store.dsn: "))
 	}

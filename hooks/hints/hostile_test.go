@@ -278,7 +278,7 @@ func TestHostileHintsBackoff(t *testing.T) {
 	srv.set(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "down", http.StatusInternalServerError) })
 	before := srv.requests.Load()
 	ctx, cancel := context.WithCancel(context.Background())
-	c = Start(ctx, srv.srv.URL, "checkout")
+	Start(ctx, srv.srv.URL, "checkout")
 	time.Sleep(1500 * time.Millisecond)
 	cancel()
 	// At 0 s and 1 s; the next is due at 3 s.

@@ -180,9 +180,9 @@ const hangingDeadline = 300 * time.Millisecond
 // hanging names the callee that answers nothing until the deadline.
 const hanging = "no answer until the deadline"
 
-// timedCall makes one call inside a Ledger and returns its error, how
-// long it took and the recorded outcome.
-func timedCall(conn *grpc.ClientConn, deadline time.Duration) (error, time.Duration, hooks.Outcome) {
+// timedCall makes one call inside a Ledger and returns how long it took,
+// the recorded outcome and its error.
+func timedCall(conn *grpc.ClientConn, deadline time.Duration) (time.Duration, hooks.Outcome, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	ctx, ledger := hooks.WithLedger(ctx)
@@ -193,7 +193,7 @@ func timedCall(conn *grpc.ClientConn, deadline time.Duration) (error, time.Durat
 	if outs := ledger.Outcomes(nil); len(outs) == 1 {
 		o = outs[0]
 	}
-	return err, took, o
+	return took, o, err
 }
 
 // TestHostileCallee answers a caller with every lie and kind of garbage
@@ -218,9 +218,9 @@ func TestHostileCallee(t *testing.T) {
 			if tc.name == hanging {
 				deadline = hangingDeadline
 			}
-			errWithout, tookWithout, _ := timedCall(bare, deadline)
+			tookWithout, _, errWithout := timedCall(bare, deadline)
 			before := callee.requests.Load()
-			errWith, tookWith, o := timedCall(hooked, deadline)
+			tookWith, o, errWith := timedCall(hooked, deadline)
 			attempts := callee.requests.Load() - before
 			if status.Code(errWith) != status.Code(errWithout) {
 				t.Fatalf("with the hooks: %.200v; without: %.200v", errWith, errWithout)

@@ -230,9 +230,7 @@ func (r *run) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		sc := store.DefaultConfig()
-		sc.DSN = dsn
-		if r.stores[d], err = store.Open(ctx, sc); err != nil {
+		if r.stores[d], err = store.OpenDSN(ctx, dsn); err != nil {
 			return err
 		}
 	}

@@ -87,9 +87,7 @@ func Run(ctx context.Context, dsn string) (s *Store, err error) {
 	}
 	// The collector analyses a trace decision_wait after its last span and
 	// writes every second: wait for the audit, then for the last flushes.
-	sc := store.DefaultConfig()
-	sc.DSN = dsn
-	st, err := store.Open(ctx, sc)
+	st, err := store.OpenDSN(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}

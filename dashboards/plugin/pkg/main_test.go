@@ -54,9 +54,10 @@ var handshakeEnv = []string{
 func buildPlugin(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), fmt.Sprintf("gpx_errorownership_%s_%s", runtime.GOOS, runtime.GOARCH))
+	// go test puts its own go first on the PATH of the tests it runs.
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("the go command is not on PATH: %v", err)
 	}
 	cmd := exec.Command(goTool, "build", "-o", bin, ".")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
