@@ -5,28 +5,42 @@ GOBIN    ?= $(shell $(GO) env GOPATH)/bin
 BUILDER  ?= $(GOBIN)/builder
 OTELCOL  := bin/otelcol-errorownership
 PKGS     ?= ./...
+# The Go modules, one per audience (README.md, Modules); go.work joins them
+# for development.
+MODULES  := . ownership hooks cmd/errorownership dashboards internal/e2e bench
+# The packages that start goroutines or are shared between them: tested
+# under the race detector, and only there.
+RACE_PKGS := ./dependencyanalysis/... ./processor/... ./extension/... ./store/... ./internal/hintsserver/... ./internal/edges/... ./internal/simulation/...
 BENCHTIME ?= 1s
 DB_DIR   ?= .db
 
-.PHONY: all build test lint bench bench-peers bench-hints fuzz soak demo scale-demo scenarios otelcol run clean db db-stop dashboards plugin
+.PHONY: all build test check-modules lint bench bench-peers bench-hints fuzz soak demo scale-demo scenarios otelcol run clean db db-stop dashboards plugin
 
 all: lint build test
 
-## build: compile every package and the CLI into bin/
+## build: compile every module's packages and the CLI into bin/
 build:
-	$(GO) build $(PKGS)
+	@for m in $(MODULES); do echo "go build ($$m)"; (cd $$m && $(GO) build ./...) || exit 1; done
 	$(GO) build -o bin/errorownership ./cmd/errorownership
 
-## test: unit, integration and end-to-end tests (needs the PostgreSQL binaries), the SDK hooks under the race detector, and the bench/ harness's own
-test:
-	$(GO) test -count=1 -timeout 30m $(PKGS)
-	$(GO) test -race -count=1 -timeout 10m ./hooks/...
+## test: every module's unit, integration and end-to-end tests (needs the PostgreSQL binaries); the concurrent packages and the hooks under the race detector; the hooks module's dependency check
+test: check-modules
+	$(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
+	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e /dependencyanalysis -e /processor/ -e /extension/ -e /store -e /internal/hintsserver -e /internal/edges -e /internal/simulation)
+	cd ownership && $(GO) test -count=1 ./...
+	cd hooks && $(GO) test -race -count=1 -timeout 10m ./...
+	cd cmd/errorownership && $(GO) test -count=1 -timeout 20m ./...
+	cd dashboards && $(GO) test -count=1 -timeout 20m ./...
+	cd internal/e2e && $(GO) test -count=1 -timeout 30m ./...
 	cd bench && $(GO) test -count=1 ./...
 
-## lint: go vet (the bench/ module too) and gofmt
+## check-modules: the hooks module's graph, and an application's after go mod tidy, hold none of the heavy modules; the shipped binaries link no testing code
+check-modules:
+	bash .ci/check-modules
+
+## lint: go vet and gofmt over every module
 lint:
-	$(GO) vet $(PKGS)
-	cd bench && $(GO) vet ./...
+	@for m in $(MODULES); do echo "go vet ($$m)"; (cd $$m && $(GO) vet ./...) || exit 1; done
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
@@ -49,7 +63,7 @@ demo:
 
 ## scale-demo: the scale-out on Kafka with the built collectors, per replica and merged, beside one gateway and a load balancer
 scale-demo: $(OTELCOL)
-	$(GO) run ./internal/scaleout/scaledemo --otelcol $(OTELCOL) --configs testdata
+	$(GO) run ./internal/e2e/scaleout/scaledemo --otelcol $(OTELCOL) --configs testdata
 
 ## scenarios: the bundled trace stories, analysed offline with errorownership analyze
 scenarios:
@@ -60,11 +74,11 @@ scenarios:
 
 ## db: start a local PostgreSQL for development in $(DB_DIR) (unix socket only) and print its DSN
 db:
-	$(GO) run ./store/pgtest/cmd/pgcluster start $(DB_DIR)
+	$(GO) run ./internal/pgcluster/cmd/pgcluster start $(DB_DIR)
 
 ## db-stop: stop the local PostgreSQL (its data stays in $(DB_DIR))
 db-stop:
-	$(GO) run ./store/pgtest/cmd/pgcluster stop $(DB_DIR)
+	$(GO) run ./internal/pgcluster/cmd/pgcluster stop $(DB_DIR)
 
 ## soak: the long forms of the reliability tests (tests named *Soak*; minutes each), with their figures
 soak:

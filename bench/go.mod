@@ -2,7 +2,11 @@ module github.com/errorownership/errorownership/bench
 
 go 1.26.5
 
-replace github.com/errorownership/errorownership => ../
+replace (
+	github.com/errorownership/errorownership => ../
+	github.com/errorownership/errorownership/hooks => ../hooks
+	github.com/errorownership/errorownership/ownership => ../ownership
+)
 
 require (
 	github.com/errorownership/errorownership v0.0.0-00010101000000-000000000000
@@ -39,6 +43,7 @@ require (
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/cenkalti/backoff/v7 v7.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/errorownership/errorownership/ownership v0.1.0 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/foxboron/go-tpm-keyfiles v0.0.0-20260902202739-8c9c2d1005f4 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect

@@ -20,7 +20,7 @@ import (
 
 	"github.com/errorownership/errorownership/dashboards/internal/simtest"
 	"github.com/errorownership/errorownership/dashboards/plugin/pkg/plugin"
-	"github.com/errorownership/errorownership/simulation"
+	"github.com/errorownership/errorownership/internal/simulation"
 	"github.com/errorownership/errorownership/store"
 	"github.com/errorownership/errorownership/store/pgtest"
 )

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/errorownership/errorownership/simulation"
+	"github.com/errorownership/errorownership/internal/simulation"
 )
 
 func newDemoCommand() *cobra.Command {

@@ -16,8 +16,8 @@ import (
 	"github.com/spf13/pflag"
 
 	da "github.com/errorownership/errorownership/dependencyanalysis"
+	"github.com/errorownership/errorownership/internal/simulation"
 	"github.com/errorownership/errorownership/ownership"
-	"github.com/errorownership/errorownership/simulation"
 	"github.com/errorownership/errorownership/store"
 )
 

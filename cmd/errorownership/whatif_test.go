@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/errorownership/errorownership/simulation"
+	"github.com/errorownership/errorownership/internal/simulation"
 	"github.com/errorownership/errorownership/store/pgtest"
 )
 

@@ -5,6 +5,8 @@ import (
 	"os"
 	"syscall"
 	"testing"
+
+	"github.com/errorownership/errorownership/internal/pgcluster"
 )
 
 // SmallDisk mounts a tmpfs of size bytes for the test and returns its
@@ -14,7 +16,7 @@ import (
 // the reason is logged, when the system refuses it.
 func SmallDisk(tb testing.TB, size int) (dir string, ok bool) {
 	tb.Helper()
-	cred, err := serverCredential()
+	cred, err := pgcluster.ServerCredential()
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package pgtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -125,38 +124,16 @@ func NewDatabase(tb testing.TB) string {
 	name = fmt.Sprintf("t_%s_%d", name, databaseSeq.Add(1))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := c.admin(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+	if err := c.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		// FORCE: a test that failed may have left connections open.
-		if err := c.admin(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		if err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
 			tb.Errorf("pgtest: %v", err)
 		}
 	})
 	return c.DSNFor(name)
-}
-
-// CreateDatabase creates an empty database and returns its connection string.
-func (c *Cluster) CreateDatabase(ctx context.Context, name string) (string, error) {
-	if err := c.admin(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return "", err
-	}
-	return c.DSNFor(name), nil
-}
-
-// admin runs one statement in the postgres database.
-func (c *Cluster) admin(ctx context.Context, sql string) error {
-	conn, err := pgx.Connect(ctx, c.DSN())
-	if err != nil {
-		return fmt.Errorf("pgtest: %w", err)
-	}
-	_, err = conn.Exec(ctx, sql)
-	err = errors.Join(err, conn.Close(ctx))
-	if err != nil {
-		return fmt.Errorf("pgtest: %s: %w", sql, err)
-	}
-	return nil
 }

@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/errorownership/errorownership/simulation"
+	"github.com/errorownership/errorownership/internal/simulation"
 )
 
 func main() {

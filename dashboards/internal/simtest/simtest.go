@@ -11,8 +11,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/errorownership/errorownership/internal/simulation"
 	"github.com/errorownership/errorownership/ownership"
-	"github.com/errorownership/errorownership/simulation"
 	"github.com/errorownership/errorownership/store"
 )
 

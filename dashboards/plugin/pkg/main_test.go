@@ -30,8 +30,8 @@ import (
 
 	"github.com/errorownership/errorownership/dashboards/internal/simtest"
 	"github.com/errorownership/errorownership/dashboards/plugin/pkg/plugin"
+	"github.com/errorownership/errorownership/internal/simulation"
 	"github.com/errorownership/errorownership/ownership"
-	"github.com/errorownership/errorownership/simulation"
 	"github.com/errorownership/errorownership/store"
 	"github.com/errorownership/errorownership/store/pgtest"
 )

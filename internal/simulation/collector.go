@@ -12,12 +12,14 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/configoptional"
-	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.opentelemetry.io/collector/processor"
-	"go.opentelemetry.io/collector/processor/processortest"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+	"go.uber.org/zap"
 
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor"
 	"github.com/errorownership/errorownership/store"
@@ -77,12 +79,27 @@ func StartCollector(ctx context.Context, cc CollectorConfig) (*Collector, error)
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("processor config: %w", err)
 	}
-	set := processortest.NewNopSettings(component.MustNewType("errorownership"))
-	proc, err := f.CreateTraces(ctx, set, cfg, new(consumertest.TracesSink))
+	// The settings a collector would give, built here rather than with the
+	// collector's test helpers, which would link the testing package into
+	// the CLI.
+	set := processor.Settings{
+		ID: component.NewID(f.Type()),
+		TelemetrySettings: component.TelemetrySettings{
+			Logger:         zap.NewNop(),
+			TracerProvider: tracenoop.NewTracerProvider(),
+			MeterProvider:  metricnoop.NewMeterProvider(),
+		},
+		BuildInfo: component.NewDefaultBuildInfo(),
+	}
+	discard, err := consumer.NewTraces(func(context.Context, ptrace.Traces) error { return nil })
+	if err != nil {
+		return nil, err
+	}
+	proc, err := f.CreateTraces(ctx, set, cfg, discard)
 	if err != nil {
 		return nil, fmt.Errorf("create processor: %w", err)
 	}
-	if err := proc.Start(ctx, componenttest.NewNopHost()); err != nil {
+	if err := proc.Start(ctx, host{}); err != nil {
 		return nil, fmt.Errorf("start processor: %w", err)
 	}
 	c := &Collector{proc: proc, HintsURL: "http://" + hintsAddr}
@@ -147,3 +164,8 @@ func freeAddr() (string, error) {
 	defer l.Close()
 	return l.Addr().String(), nil
 }
+
+// host is the collector host the processor runs in: one without extensions.
+type host struct{}
+
+func (host) GetExtensions() map[component.ID]component.Component { return nil }

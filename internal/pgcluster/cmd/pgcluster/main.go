@@ -20,7 +20,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/errorownership/errorownership/store/pgtest"
+	"github.com/errorownership/errorownership/internal/pgcluster"
 )
 
 func main() {
@@ -52,11 +52,11 @@ func run(args []string) error {
 	dir := fs.Arg(0)
 	switch args[0] {
 	case "start":
-		if c, err := pgtest.Existing(dir); err == nil && c.Running() {
+		if c, err := pgcluster.Existing(dir); err == nil && c.Running() {
 			report(c, "already running")
 			return nil
 		}
-		c, err := pgtest.StartCluster(ctx, pgtest.Options{Dir: dir, Port: *port, ListenAddresses: *listen})
+		c, err := pgcluster.StartCluster(ctx, pgcluster.Options{Dir: dir, Port: *port, ListenAddresses: *listen})
 		if err != nil {
 			return err
 		}
@@ -68,7 +68,7 @@ func run(args []string) error {
 		report(c, "started")
 		return nil
 	case "stop":
-		c, err := pgtest.Existing(dir)
+		c, err := pgcluster.Existing(dir)
 		if err != nil {
 			return err
 		}
@@ -82,7 +82,7 @@ func run(args []string) error {
 		fmt.Printf("stopped; the data stays in %s (rm -rf it to start afresh)\n", c.Dir())
 		return nil
 	case "status":
-		c, err := pgtest.Existing(dir)
+		c, err := pgcluster.Existing(dir)
 		if err != nil {
 			return err
 		}
@@ -95,7 +95,7 @@ func run(args []string) error {
 	return usage()
 }
 
-func report(c *pgtest.Cluster, state string) {
+func report(c *pgcluster.Cluster, state string) {
 	fmt.Printf("PostgreSQL %s in %s\n", state, c.Dir())
 	fmt.Printf("DSN:  %s\n", c.DSN())
 	fmt.Printf("psql: psql '%s'\n", c.DSN())

@@ -1,4 +1,4 @@
-package pgtest
+package pgcluster
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ import (
 // every process is dead.
 func (c *Cluster) Kill(ctx context.Context) error {
 	if !c.running {
-		return errors.New("pgtest: Kill: the cluster is not running")
+		return errors.New("pgcluster: Kill: the cluster is not running")
 	}
 	pid, err := c.postmasterPID()
 	if err != nil {
@@ -33,16 +33,16 @@ func (c *Cluster) Kill(ctx context.Context) error {
 	// start the orderly crash restart PostgreSQL makes when a backend dies
 	// alone, which is not the crash wanted.
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		return fmt.Errorf("pgtest: stopping the postmaster (pid %d): %w", pid, err)
+		return fmt.Errorf("pgcluster: stopping the postmaster (pid %d): %w", pid, err)
 	}
 	for state, _, ok := procStat(pid); ok && state != 'T'; state, _, ok = procStat(pid) {
 		if err := sleepCtx(ctx); err != nil {
-			return fmt.Errorf("pgtest: the postmaster (pid %d) does not stop: %w", pid, err)
+			return fmt.Errorf("pgcluster: the postmaster (pid %d) does not stop: %w", pid, err)
 		}
 	}
 	children := childrenOf(pid)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		return fmt.Errorf("pgtest: killing the postmaster (pid %d): %w", pid, err)
+		return fmt.Errorf("pgcluster: killing the postmaster (pid %d): %w", pid, err)
 	}
 	for _, child := range children {
 		_ = syscall.Kill(child, syscall.SIGKILL) // it may have exited meanwhile
@@ -51,7 +51,7 @@ func (c *Cluster) Kill(ctx context.Context) error {
 	for _, p := range append(children, pid) {
 		for alive(p) {
 			if err := sleepCtx(ctx); err != nil {
-				return fmt.Errorf("pgtest: process %d of the killed cluster still runs: %w", p, err)
+				return fmt.Errorf("pgcluster: process %d of the killed cluster still runs: %w", p, err)
 			}
 		}
 	}
@@ -63,7 +63,7 @@ func (c *Cluster) Kill(ctx context.Context) error {
 	if zombie(pid) {
 		for _, lock := range []string{filepath.Join(c.dataDir(), "postmaster.pid"), c.socketPath() + ".lock"} {
 			if err := os.Remove(lock); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("pgtest: %w", err)
+				return fmt.Errorf("pgcluster: %w", err)
 			}
 		}
 	}
@@ -75,12 +75,12 @@ func (c *Cluster) Kill(ctx context.Context) error {
 func (c *Cluster) postmasterPID() (int, error) {
 	b, err := os.ReadFile(filepath.Join(c.dataDir(), "postmaster.pid"))
 	if err != nil {
-		return 0, fmt.Errorf("pgtest: %w", err)
+		return 0, fmt.Errorf("pgcluster: %w", err)
 	}
 	first, _, _ := strings.Cut(string(b), "\n")
 	pid, err := strconv.Atoi(strings.TrimSpace(first))
 	if err != nil || pid <= 0 {
-		return 0, fmt.Errorf("pgtest: postmaster.pid does not begin with a pid: %q", first)
+		return 0, fmt.Errorf("pgcluster: postmaster.pid does not begin with a pid: %q", first)
 	}
 	return pid, nil
 }

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/errorownership/errorownership/hooks/hints"
+	"github.com/errorownership/errorownership/internal/pgcluster"
 	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/store"
-	"github.com/errorownership/errorownership/store/pgtest"
 )
 
 // SimulateOptions configure Simulate. Zero values take the defaults in
@@ -170,16 +170,16 @@ func (t *Topology) tolerated() [][2]string {
 
 // database returns the DSN to write to: dsn, with a prefix for the routes
 // that keeps this run's operations apart from earlier ones in the user's
-// database, or a new database in a throwaway pgtest cluster, which cleanup
+// database, or a new database in a throwaway pgcluster cluster, which cleanup
 // removes unless keep.
-func database(ctx context.Context, dsn string, keep bool, begin time.Time, progress func(string, ...any)) (_, prefix string, _ *pgtest.Cluster, cleanup func() error, _ error) {
+func database(ctx context.Context, dsn string, keep bool, begin time.Time, progress func(string, ...any)) (_, prefix string, _ *pgcluster.Cluster, cleanup func() error, _ error) {
 	if dsn != "" {
 		prefix = "/run-" + begin.UTC().Format("20060102T150405")
 		progress("using the database given by --dsn; this run's routes start with %s", prefix)
 		return dsn, prefix, nil, func() error { return nil }, nil
 	}
-	progress("starting a throwaway PostgreSQL cluster (pgtest)…")
-	cluster, err := pgtest.StartCluster(ctx, pgtest.Options{})
+	progress("starting a throwaway PostgreSQL cluster (pgcluster)…")
+	cluster, err := pgcluster.StartCluster(ctx, pgcluster.Options{})
 	if err != nil {
 		return "", "", nil, nil, fmt.Errorf("start PostgreSQL: %w (or pass --dsn)", err)
 	}

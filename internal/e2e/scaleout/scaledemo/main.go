@@ -3,7 +3,7 @@
 // by trace ID on an in-process Kafka broker (kfake), and errorownership
 // collectors consuming it in one consumer group — beside one gateway
 // collector and two collectors behind a plain load balancer, each writing
-// to a database of a throwaway PostgreSQL cluster (pgtest), all fed the same
+// to a database of a throwaway PostgreSQL cluster (pgcluster), all fed the same
 // spans by the simulator's services. It prints the figures per analysis
 // collector and merged, side by side with the gateway's and the load
 // balancer's, then what stopping one analysis collector and starting
@@ -21,8 +21,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/errorownership/errorownership/internal/scaleout"
-	"github.com/errorownership/errorownership/store/pgtest"
+	"github.com/errorownership/errorownership/internal/e2e/scaleout"
+	"github.com/errorownership/errorownership/internal/pgcluster"
 )
 
 func main() {
@@ -55,8 +55,8 @@ func run(ctx context.Context, o scaleout.Options) (err error) {
 	defer os.RemoveAll(dir)
 	o.Dir = dir
 	o.Progress = os.Stdout
-	fmt.Println("starting a throwaway PostgreSQL cluster (pgtest)…")
-	if o.Cluster, err = pgtest.StartCluster(ctx, pgtest.Options{}); err != nil {
+	fmt.Println("starting a throwaway PostgreSQL cluster (pgcluster)…")
+	if o.Cluster, err = pgcluster.StartCluster(ctx, pgcluster.Options{}); err != nil {
 		return fmt.Errorf("start PostgreSQL: %w (apt-get install postgresql)", err)
 	}
 	defer func() {

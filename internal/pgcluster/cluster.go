@@ -1,6 +1,8 @@
-// Package pgtest runs throwaway PostgreSQL clusters for tests and local
-// development: initdb into a private directory, a server listening only on a
-// unix socket in that directory, and nothing left behind afterwards.
+// Package pgcluster runs throwaway PostgreSQL clusters for the demo, local
+// development and tests: initdb into a private directory, a server listening
+// only on a unix socket in that directory, and nothing left behind
+// afterwards. It links no testing code: the helpers that take a testing.TB
+// are store/pgtest's.
 //
 // The server binaries come from the PostgreSQL packages of the operating
 // system (Debian: apt-get install postgresql); the newest
@@ -9,11 +11,8 @@
 // root process runs initdb and pg_ctl as the postgres user the package
 // creates.
 //
-// Tests use Start for a private cluster they may stop, restart or crash
-// (Cluster.Kill), or NewDatabase for a fresh database in one cluster shared
-// by the test binary (which then needs Main in TestMain). SmallDisk gives a
-// file system that fills up, for a tablespace on a full disk.
-package pgtest
+// StartCluster starts one; Cluster.Kill crashes it, as a power cut would.
+package pgcluster
 
 import (
 	"bytes"
@@ -30,13 +29,15 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // InstallHint tells what to do when the server binaries are missing.
 const InstallHint = "install the PostgreSQL server binaries: apt-get install postgresql (or set PGTEST_BIN to a directory holding initdb and pg_ctl)"
 
 // ErrNotInstalled is returned when no PostgreSQL server binaries are found.
-var ErrNotInstalled = errors.New("pgtest: PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin; " + InstallHint)
+var ErrNotInstalled = errors.New("pgcluster: PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin; " + InstallHint)
 
 // binGlob is where Debian and Ubuntu install the server binaries, one
 // directory per major version.
@@ -77,7 +78,7 @@ type Cluster struct {
 func FindBinaries() (string, error) {
 	if dir := os.Getenv("PGTEST_BIN"); dir != "" {
 		if _, err := os.Stat(filepath.Join(dir, "pg_ctl")); err != nil {
-			return "", fmt.Errorf("pgtest: PGTEST_BIN=%s: %w; %s", dir, err, InstallHint)
+			return "", fmt.Errorf("pgcluster: PGTEST_BIN=%s: %w; %s", dir, err, InstallHint)
 		}
 		return dir, nil
 	}
@@ -114,27 +115,27 @@ func StartCluster(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{bin: bin, port: opts.Port}
-	if c.cred, err = serverCredential(); err != nil {
+	if c.cred, err = ServerCredential(); err != nil {
 		return nil, err
 	}
 	if opts.Dir == "" {
 		sweepStale()
-		if c.dir, err = os.MkdirTemp("", "pgtest-"); err != nil {
-			return nil, fmt.Errorf("pgtest: %w", err)
+		if c.dir, err = os.MkdirTemp("", "pgcluster-"); err != nil {
+			return nil, fmt.Errorf("pgcluster: %w", err)
 		}
 		c.temp = true
 		// Remember who owns the cluster, so a later run can stop and
 		// remove it should this process die without cleaning up.
 		if err := os.WriteFile(filepath.Join(c.dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 			c.Remove()
-			return nil, fmt.Errorf("pgtest: %w", err)
+			return nil, fmt.Errorf("pgcluster: %w", err)
 		}
 	} else {
 		if c.dir, err = filepath.Abs(opts.Dir); err != nil {
-			return nil, fmt.Errorf("pgtest: %w", err)
+			return nil, fmt.Errorf("pgcluster: %w", err)
 		}
 		if err := os.MkdirAll(c.dir, 0o700); err != nil {
-			return nil, fmt.Errorf("pgtest: %w", err)
+			return nil, fmt.Errorf("pgcluster: %w", err)
 		}
 	}
 	fail := func(err error) (*Cluster, error) {
@@ -152,7 +153,7 @@ func StartCluster(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 	}
 	if sock := c.socketPath(); len(sock) > maxSocketPath {
-		return fail(fmt.Errorf("pgtest: socket path %s is longer than %d bytes; use a shorter directory", sock, maxSocketPath))
+		return fail(fmt.Errorf("pgcluster: socket path %s is longer than %d bytes; use a shorter directory", sock, maxSocketPath))
 	}
 	if err := c.Chown(c.dir); err != nil {
 		return fail(err)
@@ -175,16 +176,16 @@ func Existing(dir string) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	cred, err := serverCredential()
+	cred, err := ServerCredential()
 	if err != nil {
 		return nil, err
 	}
 	if dir, err = filepath.Abs(dir); err != nil {
-		return nil, fmt.Errorf("pgtest: %w", err)
+		return nil, fmt.Errorf("pgcluster: %w", err)
 	}
 	c := &Cluster{dir: dir, bin: bin, cred: cred, port: 5432}
 	if _, err := os.Stat(filepath.Join(c.dataDir(), "PG_VERSION")); err != nil {
-		return nil, fmt.Errorf("pgtest: no cluster in %s: %w", dir, err)
+		return nil, fmt.Errorf("pgcluster: no cluster in %s: %w", dir, err)
 	}
 	// postmaster.pid's fourth line is the port; the file outlives a crash,
 	// so ask pg_ctl whether the server runs.
@@ -201,20 +202,20 @@ func Existing(dir string) (*Cluster, error) {
 	return c, nil
 }
 
-// serverCredential returns the identity to run the server as: nil to run as
+// ServerCredential returns the identity to run the server as: nil to run as
 // ourselves, the postgres user when we are root (initdb refuses root).
-func serverCredential() (*syscall.Credential, error) {
+func ServerCredential() (*syscall.Credential, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}
 	u, err := user.Lookup("postgres")
 	if err != nil {
-		return nil, fmt.Errorf("pgtest: running as root needs a postgres user to run the server as (%v); %s", err, InstallHint)
+		return nil, fmt.Errorf("pgcluster: running as root needs a postgres user to run the server as (%v); %s", err, InstallHint)
 	}
 	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
 	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
 	if err := errors.Join(err1, err2); err != nil {
-		return nil, fmt.Errorf("pgtest: user postgres: %w", err)
+		return nil, fmt.Errorf("pgcluster: user postgres: %w", err)
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
@@ -222,7 +223,7 @@ func serverCredential() (*syscall.Credential, error) {
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, fmt.Errorf("pgtest: finding a free port: %w", err)
+		return 0, fmt.Errorf("pgcluster: finding a free port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
@@ -235,7 +236,7 @@ func (c *Cluster) Chown(path string) error {
 		return nil
 	}
 	if err := os.Chown(path, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
-		return fmt.Errorf("pgtest: %w", err)
+		return fmt.Errorf("pgcluster: %w", err)
 	}
 	return nil
 }
@@ -253,7 +254,7 @@ func (c *Cluster) initdb(ctx context.Context, listen string) error {
 		return err
 	}
 	conf := fmt.Sprintf(`
-# pgtest: a throwaway cluster
+# pgcluster: a throwaway cluster
 listen_addresses = '%s'
 port = %d
 unix_socket_directories = '%s'
@@ -267,14 +268,14 @@ max_connections = 200
 `, listen, c.port, strings.ReplaceAll(c.dir, "'", "''"))
 	f, err := os.OpenFile(filepath.Join(c.dataDir(), "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
-		return fmt.Errorf("pgtest: %w", err)
+		return fmt.Errorf("pgcluster: %w", err)
 	}
 	_, err = f.WriteString(conf)
 	if err2 := f.Close(); err == nil {
 		err = err2
 	}
 	if err != nil {
-		return fmt.Errorf("pgtest: %w", err)
+		return fmt.Errorf("pgcluster: %w", err)
 	}
 	return nil
 }
@@ -293,7 +294,7 @@ func (c *Cluster) run(ctx context.Context, prog string, args ...string) error {
 	// wait for them to close.
 	cmd.WaitDelay = time.Second
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("pgtest: %s %s: %w\n%s", prog, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+		return fmt.Errorf("pgcluster: %s %s: %w\n%s", prog, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
 	}
 	return nil
 }
@@ -403,7 +404,7 @@ const ownerFile = "owner.pid"
 // gone: a test binary that panicked or was killed cannot clean up after
 // itself, and its server would otherwise run forever.
 func sweepStale() {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "pgtest-*"))
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "pgcluster-*"))
 	for _, dir := range dirs {
 		b, err := os.ReadFile(filepath.Join(dir, ownerFile))
 		if err != nil {
@@ -417,7 +418,7 @@ func sweepStale() {
 		if err != nil {
 			return
 		}
-		cred, err := serverCredential()
+		cred, err := ServerCredential()
 		if err != nil {
 			return
 		}
@@ -429,4 +430,26 @@ func sweepStale() {
 		cancel()
 		_ = os.RemoveAll(dir)
 	}
+}
+
+// CreateDatabase creates an empty database and returns its connection string.
+func (c *Cluster) CreateDatabase(ctx context.Context, name string) (string, error) {
+	if err := c.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", err
+	}
+	return c.DSNFor(name), nil
+}
+
+// Exec runs one statement in the postgres database, such as CREATE DATABASE.
+func (c *Cluster) Exec(ctx context.Context, sql string) error {
+	conn, err := pgx.Connect(ctx, c.DSN())
+	if err != nil {
+		return fmt.Errorf("pgcluster: %w", err)
+	}
+	_, err = conn.Exec(ctx, sql)
+	err = errors.Join(err, conn.Close(ctx))
+	if err != nil {
+		return fmt.Errorf("pgcluster: %s: %w", sql, err)
+	}
+	return nil
 }

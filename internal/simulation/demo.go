@@ -11,15 +11,15 @@ import (
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
 	"github.com/errorownership/errorownership/hooks"
+	"github.com/errorownership/errorownership/internal/pgcluster"
 	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/store"
-	"github.com/errorownership/errorownership/store/pgtest"
 )
 
 // DemoOptions configure Demo. Zero values take the defaults in brackets.
 type DemoOptions struct {
 	// DSN is an existing database; empty starts a throwaway PostgreSQL
-	// cluster with pgtest, removed at the end unless Keep.
+	// cluster with pgcluster, removed at the end unless Keep.
 	DSN  string
 	Keep bool
 	// Topology is run under the three retry policies [Chain()].
@@ -334,7 +334,7 @@ func ratio(a, b int) float64 {
 
 // where says where the statistics are, when they outlive the demo: in the
 // user's database (--dsn) or in the throwaway cluster kept (--keep).
-func where(st *store.Store, cluster *pgtest.Cluster, keep bool) string {
+func where(st *store.Store, cluster *pgcluster.Cluster, keep bool) string {
 	tables := "Tables: operation_stats, claim_accuracy, edge_stats, address_stats, depth_stats, root_stats, coincidental_audit, flushes\n" +
 		"        (edge model: SELECT * FROM edge_model(now() - interval '1 hour', interval '10 minutes'))\n"
 	s := "Grafana dashboards: dashboards/json, with their data sources in dashboards/provisioning\n" +
@@ -344,7 +344,7 @@ func where(st *store.Store, cluster *pgtest.Cluster, keep bool) string {
 		s += fmt.Sprintf("The statistics stay in your database (--dsn): %s\n", st) + tables
 	case keep:
 		s += fmt.Sprintf("PostgreSQL is still running (--keep): psql %q\n", cluster.DSNFor("errorownership")) + tables
-		s += fmt.Sprintf("Stop it with: go run ./store/pgtest/cmd/pgcluster stop %s   (then rm -rf %s)\n", cluster.Dir(), cluster.Dir())
+		s += fmt.Sprintf("Stop it with: go run ./internal/pgcluster/cmd/pgcluster stop %s   (then rm -rf %s)\n", cluster.Dir(), cluster.Dir())
 	default:
 		s += "The throwaway PostgreSQL cluster is removed when the demo ends (make demo ARGS=\"--keep\" leaves it running).\n"
 	}

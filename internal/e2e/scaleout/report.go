@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/errorownership/errorownership/simulation"
+	"github.com/errorownership/errorownership/internal/simulation"
 )
 
 // Print writes the report: each phase with the analysis collectors side by

@@ -20,10 +20,10 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/errorownership/errorownership/internal/otlpfile"
+	"github.com/errorownership/errorownership/internal/pgcluster"
+	"github.com/errorownership/errorownership/internal/simulation"
 	"github.com/errorownership/errorownership/ownership"
-	"github.com/errorownership/errorownership/simulation"
 	"github.com/errorownership/errorownership/store"
-	"github.com/errorownership/errorownership/store/pgtest"
 )
 
 // The deployments, as Report names them.
@@ -49,7 +49,7 @@ type Options struct {
 	Configs string
 	// Cluster is the PostgreSQL cluster the deployments' databases are
 	// created in.
-	Cluster *pgtest.Cluster
+	Cluster *pgcluster.Cluster
 	// Dir receives the collectors' configurations and exported spans.
 	Dir string
 	// Partitions are the topic's [8]; Replicas the analysis collectors

@@ -1,0 +1,36 @@
+package hooks_test
+
+import (
+	"testing"
+
+	"github.com/errorownership/errorownership/hooks"
+	"github.com/errorownership/errorownership/ownership"
+)
+
+// An application written against the hooks before the mode moved to
+// ownership still compiles and means the same.
+func TestDeprecatedModeAliases(t *testing.T) {
+	var m hooks.Mode = ownership.ModeFailOpen //nolint:staticcheck // SA1019: the deprecated alias is what is tested
+	cases := []struct {
+		name string
+		old  hooks.Mode //nolint:staticcheck // SA1019: the deprecated alias is what is tested
+		new  ownership.Mode
+	}{
+		{"unknown", hooks.ModeUnknown, ownership.ModeUnknown},        //nolint:staticcheck // SA1019: as above
+		{"fail_close", hooks.ModeFailClose, ownership.ModeFailClose}, //nolint:staticcheck // SA1019: as above
+		{"fail_open", hooks.ModeFailOpen, ownership.ModeFailOpen},    //nolint:staticcheck // SA1019: as above
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.old != c.new || c.old.String() != c.name || hooks.ParseMode(c.name) != c.new { //nolint:staticcheck // SA1019: as above
+				t.Errorf("hooks.%v is not ownership.%v", c.old, c.new)
+			}
+		})
+	}
+	if m != ownership.ModeFailOpen {
+		t.Errorf("a hooks.Mode does not hold an ownership.Mode")
+	}
+	if hooks.DefaultRatio != ownership.DefaultRetryRatio || hooks.DefaultMinRetriesPerSecond != ownership.DefaultMinRetriesPerSecond { //nolint:staticcheck // SA1019: as above
+		t.Errorf("the deprecated budget defaults differ from ownership's")
+	}
+}

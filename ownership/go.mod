@@ -1,0 +1,3 @@
+module github.com/errorownership/errorownership/ownership
+
+go 1.24.0
