@@ -116,9 +116,9 @@ otelcol: $(OTELCOL)
 $(BUILDER):
 	$(GO) install go.opentelemetry.io/collector/cmd/builder@$(BUILDER_VERSION)
 
-$(OTELCOL): $(BUILDER) builder-config.yaml go.mod go.sum $(shell find dependencyanalysis ownership processor store -name '*.go' -not -name '*_test.go' 2>/dev/null)
+$(OTELCOL): $(BUILDER) builder-config.yaml go.mod go.sum $(shell find dependencyanalysis ownership processor extension store internal hooks -name '*.go' -not -name '*_test.go' 2>/dev/null)
 	@mkdir -p build bin
-	$(BUILDER) --config builder-config.yaml
+	GOWORK=off $(BUILDER) --config builder-config.yaml
 	cp build/otelcol-errorownership/otelcol-errorownership $@
 
 ## run: start the custom collector with testdata/otelcol-config.yaml (OTLP on 127.0.0.1:4317/4318)

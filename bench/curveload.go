@@ -70,7 +70,7 @@ func treeTraces(name string, size, n int) ptrace.Traces {
 		treeFanout = 4
 		treeDepth  = 9 // 4+16+…+4^9 calls: room for 100,000-span traces
 	)
-	rng := rand.New(rand.NewPCG(seedOf(name), 1))
+	rng := rand.New(rand.NewPCG(seedOf(name), 1)) //nolint:gosec // G404: seeded, so that every run loads the same traces
 	w := scenario.NewWorld(name)
 	budget := 0
 	for level := 0; level <= treeDepth; level++ {
@@ -114,7 +114,7 @@ const edgeServices = 50
 // request (a fail-close edge); the others are tolerated.
 func edgeTraces(name string, edges, n int) ptrace.Traces {
 	roots := max(1, edges/edgeCallsPerTrace)
-	rng := rand.New(rand.NewPCG(seedOf(name), 2))
+	rng := rand.New(rand.NewPCG(seedOf(name), 2)) //nolint:gosec // G404: seeded, so that every run loads the same traces
 	w := scenario.NewWorld(name)
 	for s := range edgeServices {
 		svc := w.Service(edgeService(s))

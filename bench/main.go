@@ -150,9 +150,9 @@ func runChildProcess(ctx context.Context, exe, dir string, procs, rounds int, qu
 	result := filepath.Join(dir, fmt.Sprintf("result-%d.json", procs))
 	args := []string{"-child", "-data", dir, "-result", result, "-rounds", strconv.Itoa(rounds),
 		"-curves=" + strconv.FormatBool(procs == 1), "-pinned=" + strconv.FormatBool(pin), "-quick=" + strconv.FormatBool(quick)}
-	cmd := exec.CommandContext(ctx, exe, args...)
+	cmd := exec.CommandContext(ctx, exe, args...) //nolint:gosec // G204: this program itself, as a child, with the flags built here
 	if pin {
-		cmd = exec.CommandContext(ctx, "taskset", append([]string{"-c", "0", exe}, args...)...)
+		cmd = exec.CommandContext(ctx, "taskset", append([]string{"-c", "0", exe}, args...)...) //nolint:gosec // G204: this program as a child, pinned to CPU 0 by taskset
 	}
 	// The runtime's defaults, but for GOMAXPROCS: figures measured
 	// under someone's GOGC would not compare.
@@ -166,7 +166,7 @@ func runChildProcess(ctx context.Context, exe, dir string, procs, rounds int, qu
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("child at GOMAXPROCS=%d: %w", procs, err)
 	}
-	b, err := os.ReadFile(result)
+	b, err := os.ReadFile(result) //nolint:gosec // G304: the result file the child was told to write in dir
 	if err != nil {
 		return nil, err
 	}

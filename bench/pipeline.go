@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"runtime"
@@ -132,7 +133,7 @@ func pipelineWarmup(n int) int { return min(10, n/4) }
 // shared out over the rounds by their spans: analysing later would put it
 // in whichever pipeline's time it fell. The batches are split into rounds,
 // each giving one ratio.
-func fullPipeline(ctx context.Context, in *input, rounds int) ([]pipelineRound, error) {
+func fullPipeline(ctx context.Context, in *input, rounds int) (_ []pipelineRound, err error) {
 	arrived := newArrivals()
 	downTel := newTelemetry()
 	defer downTel.shutdown()
@@ -140,19 +141,20 @@ func fullPipeline(ctx context.Context, in *input, rounds int) ([]pipelineRound, 
 	if err != nil {
 		return nil, err
 	}
-	defer down.Shutdown(ctx)
+	defer shutdownInto(ctx, down, &err)
 
 	tel := newTelemetry()
 	defer tel.shutdown()
 	host := componenttest.NewNopHost()
 	var conns [2]*grpc.ClientConn // without, with
 	var oursProc processor.Traces
+	drained := false // oursProc shut down, its drain measured
 	for k := range conns {
 		exp, err := startExporter(ctx, tel, downAddr)
 		if err != nil {
 			return nil, err
 		}
-		defer exp.Shutdown(ctx)
+		defer shutdownInto(ctx, exp, &err)
 		next := consumer.Traces(exp)
 		if k == 1 {
 			f := eo.NewFactory()
@@ -164,14 +166,18 @@ func fullPipeline(ctx context.Context, in *input, rounds int) ([]pipelineRound, 
 			if err := oursProc.Start(ctx, host); err != nil {
 				return nil, err
 			}
-			defer oursProc.Shutdown(ctx)
+			defer func() {
+				if !drained {
+					shutdownInto(ctx, oursProc, &err)
+				}
+			}()
 			next = oursProc
 		}
 		addr, recv, err := startReceiver(ctx, tel, next)
 		if err != nil {
 			return nil, err
 		}
-		defer recv.Shutdown(ctx)
+		defer shutdownInto(ctx, recv, &err)
 		if conns[k], err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
 			return nil, err
 		}
@@ -215,6 +221,7 @@ func fullPipeline(ctx context.Context, in *input, rounds int) ([]pipelineRound, 
 		}
 	}
 	start := processCPU()
+	drained = true
 	if err := oursProc.Shutdown(ctx); err != nil {
 		return nil, err
 	}
@@ -227,6 +234,12 @@ func fullPipeline(ctx context.Context, in *input, rounds int) ([]pipelineRound, 
 		out[i].With += time.Duration(float64(drain) * float64(out[i].Spans) / float64(total))
 	}
 	return out, nil
+}
+
+// shutdownInto shuts c down and joins its error into *err, so that a
+// component that does not stop cleanly fails the run.
+func shutdownInto(ctx context.Context, c component.Component, err *error) {
+	*err = errors.Join(*err, c.Shutdown(ctx))
 }
 
 // arrivals counts the spans that reached the end of a pipeline, and lets

@@ -158,7 +158,7 @@ func TestOpenInputTruncated(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "whole")
 	require.NoError(t, writeInput(path, wholeTraceBatches(scenario.Mix(30, 5), wholeBatchSpans)))
-	b, err := os.ReadFile(path)
+	b, err := os.ReadFile(path) //nolint:gosec // G304: the input file the test just wrote into t.TempDir
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		name string
@@ -169,7 +169,7 @@ func TestOpenInputTruncated(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(dir, tc.name)
-			require.NoError(t, os.WriteFile(p, b[:tc.keep], 0o644))
+			require.NoError(t, os.WriteFile(p, b[:tc.keep], 0o644)) //nolint:gosec // G703: p is in t.TempDir, named after a case of the test
 			_, err := openInput(p)
 			assert.Error(t, err)
 		})

@@ -23,7 +23,7 @@ func operationVariable() *dashboard.QueryVariableBuilder {
 
 // retryAmplification answers how much retry traffic each service absorbs
 // and where retry storms grow (docs/design.md §1 and §7).
-func retryAmplification() *dashboard.DashboardBuilder {
+func retryAmplification() *dashboard.DashboardBuilder { //nolint:staticcheck // SA1019: the classic dashboard model, kept on purpose (package doc)
 	return newDashboard("errorownership-retry-amplification", "Retry amplification",
 		"How much retry traffic each service absorbs, how it grows with depth (Ƞ, 2Ƞ, 4Ƞ, 8Ƞ (docs/design.md §1)), which retries the hooks suppressed, and how far storms reach.").
 		WithVariable(serviceVariable()).

@@ -8,7 +8,7 @@ import (
 
 // claimAccuracy answers whether the claims services send can be trusted:
 // the claim sent against the verdict (docs/design.md §6).
-func claimAccuracy() *dashboard.DashboardBuilder {
+func claimAccuracy() *dashboard.DashboardBuilder { //nolint:staticcheck // SA1019: the classic dashboard model, kept on purpose (package doc)
 	accuracy := []dashboard.DynamicConfigValue{
 		unit("percentunit"), cell("color-background"), {Id: "min", Value: 0}, {Id: "max", Value: 1},
 		overrideThresholds("red", 0.9, "orange", 0.99, "green"),

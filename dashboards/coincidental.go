@@ -16,7 +16,7 @@ const (
 // coincidentalErrors is the audit log of coincidental errors: a service
 // failed for its own reason while a dependency it tolerates failed too
 // (docs/design.md §2, §4.2). Each row links to its trace.
-func coincidentalErrors() *dashboard.DashboardBuilder {
+func coincidentalErrors() *dashboard.DashboardBuilder { //nolint:staticcheck // SA1019: the classic dashboard model, kept on purpose (package doc)
 	textbox := func(name, label, description, value string) *dashboard.TextBoxVariableBuilder {
 		return dashboard.NewTextBoxVariableBuilder(name).
 			Label(label).

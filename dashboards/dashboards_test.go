@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/config/configopaque"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -345,7 +347,7 @@ func TestPanelsOnASimulatedStore(t *testing.T) {
 
 	// The figures the demo prints, read from the store as it reads them.
 	sc := store.DefaultConfig()
-	sc.DSN = sim.DSN
+	sc.DSN = configopaque.String(sim.DSN)
 	st, err := store.Open(ctx, sc)
 	if err != nil {
 		t.Fatal(err)
@@ -568,7 +570,7 @@ func TestPanelsReadByIndex(t *testing.T) {
 	defer cancel()
 	dsn := pgtest.NewDatabase(t)
 	sc := store.DefaultConfig()
-	sc.DSN = dsn
+	sc.DSN = configopaque.String(dsn)
 	st, err := store.Open(ctx, sc)
 	if err != nil {
 		t.Fatal(err)

@@ -28,7 +28,7 @@ func modeColors() []dashboard.DynamicConfigValue {
 // edgeModel shows the edge model (docs/design.md §5): each edge's mode,
 // the confidence it rests on and its evidence, and the hints one service
 // would get (§9.3).
-func edgeModel() *dashboard.DashboardBuilder {
+func edgeModel() *dashboard.DashboardBuilder { //nolint:staticcheck // SA1019: the classic dashboard model, kept on purpose (package doc)
 	return newDashboard("errorownership-edge-model", "Edge model",
 		"The edge model the collector judges verdicts by and serves as hints: for each edge (service, operation) → (peer service, peer operation), whether the service fails when the call fails alone (fail-close), tolerates it (fail-open) or is not known yet, the confidence, and the evidence.").
 		WithVariable(storeVariable()).

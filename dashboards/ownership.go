@@ -23,7 +23,7 @@ const (
 // errorOwnership answers where errors originate: the verdict of every
 // failed request (docs/design.md §4.2), by service and over time, and the
 // service graph.
-func errorOwnership() *dashboard.DashboardBuilder {
+func errorOwnership() *dashboard.DashboardBuilder { //nolint:staticcheck // SA1019: the classic dashboard model, kept on purpose (package doc)
 	return newDashboard("errorownership-error-ownership", "Error ownership",
 		"Where errors originate: each failed request's verdict — own (the service's error), propagated (a dependency's error passed on) or coincidental (the service's own error while a tolerated dependency failed too) — by service, over time, and on the service graph.").
 		WithVariable(storeVariable()).

@@ -1,6 +1,7 @@
 package dependencyanalysis
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
+	"github.com/errorownership/errorownership/internal/configcheck"
 	"github.com/errorownership/errorownership/ownership"
 )
 
@@ -97,25 +99,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("classification.grpc_error_codes: %q is not a gRPC status code name; use names such as UNAVAILABLE or INTERNAL", name))
 		}
 	}
-	m := c.EdgeModel
-	if m.MinSamples < 1 {
-		errs = append(errs, fmt.Errorf("edge_model.min_samples: %d must be at least 1", m.MinSamples))
-	}
-	if !(m.Confidence > 0.5 && m.Confidence < 1) {
-		errs = append(errs, fmt.Errorf("edge_model.confidence: %v must be between 0.5 and 1, such as 0.95", m.Confidence))
-	}
-	if !(m.FailCloseThreshold > 0 && m.FailCloseThreshold <= 1) {
-		errs = append(errs, fmt.Errorf("edge_model.fail_close_threshold: %v must be in (0, 1]", m.FailCloseThreshold))
-	}
-	if !(m.FailOpenThreshold >= 0 && m.FailOpenThreshold < 1) {
-		errs = append(errs, fmt.Errorf("edge_model.fail_open_threshold: %v must be in [0, 1)", m.FailOpenThreshold))
-	}
-	if m.FailOpenThreshold >= m.FailCloseThreshold {
-		errs = append(errs, fmt.Errorf("edge_model: fail_open_threshold (%v) must be below fail_close_threshold (%v)", m.FailOpenThreshold, m.FailCloseThreshold))
-	}
-	if m.HalfLife < 0 {
-		errs = append(errs, fmt.Errorf("edge_model.half_life: %v must not be negative; use 0 to keep observations forever", m.HalfLife))
-	}
+	errs = append(errs, c.EdgeModel.Check("edge_model"))
 	if n := len(c.Attributes.PeerService); n > maxPeerServiceNames {
 		errs = append(errs, fmt.Errorf("attributes.peer_service: %d names, but only the first %d are read; keep at most %d, the most specific first", n, maxPeerServiceNames, maxPeerServiceNames))
 	}
@@ -128,6 +112,40 @@ func (c *Config) Validate() error {
 				errs = append(errs, fmt.Errorf("%s: empty attribute name; remove it or name an attribute", list.key))
 			}
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// minHalfLife is the shortest edge_model.half_life but 0.
+const minHalfLife = time.Second
+
+// Check reports every problem of the edge model's keys, each named under
+// key (such as "edge_model"). It is not Validate, so that the collector,
+// which calls every Validate of a configuration, reports them once, through
+// the Validate of the section that holds them.
+func (m ModelConfig) Check(key string) error {
+	var errs []error
+	if m.MinSamples < 1 {
+		errs = append(errs, fmt.Errorf("%s.min_samples: %d must be at least 1", key, m.MinSamples))
+	}
+	if !(m.Confidence > 0.5 && m.Confidence < 1) {
+		errs = append(errs, fmt.Errorf("%s.confidence: %v must be between 0.5 and 1, such as 0.95", key, m.Confidence))
+	}
+	if !(m.FailCloseThreshold > 0 && m.FailCloseThreshold <= 1) {
+		errs = append(errs, fmt.Errorf("%s.fail_close_threshold: %v must be in (0, 1]", key, m.FailCloseThreshold))
+	}
+	if !(m.FailOpenThreshold >= 0 && m.FailOpenThreshold < 1) {
+		errs = append(errs, fmt.Errorf("%s.fail_open_threshold: %v must be in [0, 1)", key, m.FailOpenThreshold))
+	}
+	if m.FailOpenThreshold >= m.FailCloseThreshold {
+		errs = append(errs, fmt.Errorf("%s: fail_open_threshold (%v) must be below fail_close_threshold (%v)", key, m.FailOpenThreshold, m.FailCloseThreshold))
+	}
+	switch hl := m.HalfLife; {
+	case hl < 0:
+		errs = append(errs, fmt.Errorf("%s.half_life: %v must not be negative; use 0 to keep observations forever", key, hl))
+	case hl > 0 && hl < minHalfLife:
+		// A positive half-life this short is a unit forgotten.
+		errs = append(errs, fmt.Errorf("%s.half_life: %v must be 0 (observations never fade) or at least %v%s", key, hl, minHalfLife, cmp.Or(configcheck.BareNumber(hl, "10m"), ", such as 10m")))
 	}
 	return errors.Join(errs...)
 }

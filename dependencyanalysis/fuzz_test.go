@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/errorownership/errorownership/ownership"

@@ -392,7 +392,7 @@ func (a *Analyzer) depths() {
 		}
 		a.stack = a.stack[:0]
 		j := int32(ri)
-		depth := int16(-1)
+		var depth int16 // set by each way out of the loop below
 		for {
 			r := &t.Requests[j]
 			if r.Depth >= 0 || r.Depth == -2 {

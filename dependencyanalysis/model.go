@@ -295,7 +295,11 @@ func (m *EdgeModel) ObserveIn(part int, t *Trace) {
 			}
 		}
 	}
-	for old := m.newest.Load(); uint64(newest) > old && !m.newest.CompareAndSwap(old, uint64(newest)); old = m.newest.Load() {
+	for {
+		old := m.newest.Load()
+		if uint64(newest) <= old || m.newest.CompareAndSwap(old, uint64(newest)) {
+			break
+		}
 	}
 }
 

@@ -148,7 +148,7 @@ func TestModeText(t *testing.T) {
 			t.Errorf("%v round trip = %v, %v", m, got, err)
 		}
 	}
-	var m ownership.Mode = ownership.ModeFailOpen
+	m := ownership.ModeFailOpen
 	if err := m.UnmarshalText([]byte("sometimes")); err != nil || m != ownership.ModeUnknown {
 		t.Errorf("unknown mode read as %v, %v", m, err)
 	}

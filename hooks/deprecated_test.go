@@ -10,19 +10,19 @@ import (
 // An application written against the hooks before the mode moved to
 // ownership still compiles and means the same.
 func TestDeprecatedModeAliases(t *testing.T) {
-	var m hooks.Mode = ownership.ModeFailOpen //nolint:staticcheck // SA1019: the deprecated alias is what is tested
+	var m hooks.Mode = ownership.ModeFailOpen //nolint:staticcheck // ST1023: the deprecated alias is spelt out, it is what is tested
 	cases := []struct {
 		name string
-		old  hooks.Mode //nolint:staticcheck // SA1019: the deprecated alias is what is tested
+		old  hooks.Mode
 		new  ownership.Mode
 	}{
-		{"unknown", hooks.ModeUnknown, ownership.ModeUnknown},        //nolint:staticcheck // SA1019: as above
-		{"fail_close", hooks.ModeFailClose, ownership.ModeFailClose}, //nolint:staticcheck // SA1019: as above
-		{"fail_open", hooks.ModeFailOpen, ownership.ModeFailOpen},    //nolint:staticcheck // SA1019: as above
+		{"unknown", hooks.ModeUnknown, ownership.ModeUnknown},
+		{"fail_close", hooks.ModeFailClose, ownership.ModeFailClose},
+		{"fail_open", hooks.ModeFailOpen, ownership.ModeFailOpen},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if c.old != c.new || c.old.String() != c.name || hooks.ParseMode(c.name) != c.new { //nolint:staticcheck // SA1019: as above
+			if c.old != c.new || c.old.String() != c.name || hooks.ParseMode(c.name) != c.new {
 				t.Errorf("hooks.%v is not ownership.%v", c.old, c.new)
 			}
 		})
@@ -30,7 +30,7 @@ func TestDeprecatedModeAliases(t *testing.T) {
 	if m != ownership.ModeFailOpen {
 		t.Errorf("a hooks.Mode does not hold an ownership.Mode")
 	}
-	if hooks.DefaultRatio != ownership.DefaultRetryRatio || hooks.DefaultMinRetriesPerSecond != ownership.DefaultMinRetriesPerSecond { //nolint:staticcheck // SA1019: as above
+	if hooks.DefaultRatio != ownership.DefaultRetryRatio || hooks.DefaultMinRetriesPerSecond != ownership.DefaultMinRetriesPerSecond {
 		t.Errorf("the deprecated budget defaults differ from ownership's")
 	}
 }

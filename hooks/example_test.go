@@ -19,12 +19,12 @@ import (
 func Example() {
 	// Stand-ins for the collector that serves hints, and for payments
 	// (which has the hooks too, and fails on its own).
-	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"version":1,"service":"checkout","ttl_seconds":30,"edges":[]}`)
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `{"version":1,"service":"checkout","ttl_seconds":30,"edges":[]}`)
 	}))
 	defer collector.Close()
 	var paymentsServed atomic.Int32
-	payments := httptest.NewServer(hookshttp.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	payments := httptest.NewServer(hookshttp.Middleware(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		paymentsServed.Add(1)
 		http.Error(w, "card processor down", http.StatusServiceUnavailable)
 	})))
@@ -43,7 +43,7 @@ func Example() {
 			return
 		}
 		res.Body.Close()
-		io.WriteString(w, "paid")
+		_, _ = io.WriteString(w, "paid")
 	})
 
 	// The three lines of setup: hints, the client transport, the middleware.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.opentelemetry.io/collector/config/configopaque"
 
 	"github.com/errorownership/errorownership/internal/configcheck"
 )
@@ -21,7 +22,9 @@ type Config struct {
 	// (postgres://user@host:5432/db) or keyword/value pairs. Empty uses the
 	// standard PG* environment variables (PGHOST, PGUSER …), as libpq does;
 	// a password is best given by PGPASSWORD or ~/.pgpass, not in the file.
-	DSN string `mapstructure:"dsn"`
+	// One written here is masked wherever the collector shows its
+	// configuration.
+	DSN configopaque.String `mapstructure:"dsn"`
 	// MaxPendingRows bounds the rows held for writing (queued, or being
 	// written) while the database is slow or down; past it the oldest
 	// flushes are dropped and counted.
@@ -84,8 +87,8 @@ func DefaultConfig() Config {
 // and the fix. Errors never include a password.
 func (c *Config) Validate() error {
 	var errs []error
-	if _, err := pgconn.ParseConfig(c.DSN); err != nil {
-		errs = append(errs, fmt.Errorf("store.dsn: %s cannot be parsed (%s); use postgres://user@host:5432/dbname or host=... dbname=... pairs", redactDSN(c.DSN), parseProblem(c.DSN, err)))
+	if err := CheckDSN("store.dsn", c.DSN); err != nil {
+		errs = append(errs, err)
 	}
 	if c.MaxPendingRows < 1 {
 		errs = append(errs, fmt.Errorf("store.max_pending_rows: %d must be at least 1, such as 1000000", c.MaxPendingRows))
@@ -114,6 +117,15 @@ func (c *Config) Validate() error {
 		errs = append(errs, configcheck.TooShort("store.shutdown_timeout", c.ShutdownTimeout, minShutdownTimeout, "5s"))
 	}
 	return errors.Join(errs...)
+}
+
+// CheckDSN reports whether dsn can be parsed, naming it key in the error,
+// which never shows a password.
+func CheckDSN(key string, dsn configopaque.String) error {
+	if _, err := pgconn.ParseConfig(string(dsn)); err != nil {
+		return fmt.Errorf("%s: %s cannot be parsed (%s); use postgres://user@host:5432/dbname or host=... dbname=... pairs", key, redactDSN(string(dsn)), parseProblem(string(dsn), err))
+	}
+	return nil
 }
 
 // redactDSN describes a connection string by its host, port, database and

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/collector/config/configopaque"
 )
 
 func TestRedactDSN(t *testing.T) {
@@ -46,7 +48,7 @@ func TestDSNErrorsHidePasswords(t *testing.T) {
 		"postgres://u:s3cr3t@db/d?password=other%zzsecret",
 	} {
 		cfg := DefaultConfig()
-		cfg.DSN = dsn
+		cfg.DSN = configopaque.String(dsn)
 		err := cfg.Validate()
 		if err == nil {
 			t.Errorf("Validate accepted %q", dsn)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/config/configopaque"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
@@ -27,7 +29,7 @@ func testContext(t testing.TB) context.Context {
 // openStore opens a store on dsn with cfg's other settings, migrated.
 func openStore(t testing.TB, dsn string, cfg Config) *Store {
 	t.Helper()
-	cfg.DSN = dsn
+	cfg.DSN = configopaque.String(dsn)
 	s, err := Open(testContext(t), cfg)
 	if err != nil {
 		t.Fatal(err)

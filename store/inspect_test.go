@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/config/configopaque"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -18,7 +20,7 @@ import (
 func TestWhatAReaderChecks(t *testing.T) {
 	ctx := testContext(t)
 	cfg := DefaultConfig()
-	cfg.DSN = pgtest.NewDatabase(t)
+	cfg.DSN = configopaque.String(pgtest.NewDatabase(t))
 	empty, err := Open(ctx, cfg)
 	require.NoError(t, err)
 	defer empty.Close()

@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errorownership/errorownership/store/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
+
+	"github.com/errorownership/errorownership/store/pgtest"
 )
 
 // A flush the database can never accept is dropped and counted, and the
@@ -118,7 +119,7 @@ func TestClassify(t *testing.T) {
 func TestClassifyTellsAFileFromAGrant(t *testing.T) {
 	ctx := testContext(t)
 	c := pgtest.Start(t)
-	dir, err := os.MkdirTemp("", "store-readonly-")
+	dir, err := os.MkdirTemp("", "store-readonly-") //nolint:usetesting // t.TempDir's parent is private to us; the server's user must enter this one
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	require.NoError(t, c.Chown(dir))
@@ -137,7 +138,7 @@ func TestClassifyTellsAFileFromAGrant(t *testing.T) {
 		if err != nil || !d.IsDir() {
 			return err
 		}
-		return os.Chmod(path, 0o500)
+		return os.Chmod(path, 0o500) //nolint:gosec // G302: a directory, made read-only for its owner, the server
 	}))
 	_, fileErr := admin.Exec(ctx, "CREATE TABLE stats_elsewhere (x int) TABLESPACE readonly")
 

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/config/configopaque"
+
 	"github.com/jackc/pgx/v5/stdlib"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -136,7 +138,7 @@ func TestWriterMigratesAtStart(t *testing.T) {
 			ctx := testContext(t)
 			cluster := pgtest.Start(t)
 			cfg := DefaultConfig()
-			cfg.DSN = cluster.DSN()
+			cfg.DSN = configopaque.String(cluster.DSN())
 			s, err := Open(ctx, cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -198,7 +200,7 @@ func TestEdgesForMigratesTheSchema(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := testContext(t)
 			cfg := DefaultConfig()
-			cfg.DSN = pgtest.NewDatabase(t)
+			cfg.DSN = configopaque.String(pgtest.NewDatabase(t))
 			s, err := Open(ctx, cfg)
 			if err != nil {
 				t.Fatal(err)

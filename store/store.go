@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+	"go.opentelemetry.io/collector/config/configopaque"
 )
 
 // Store reads and writes the statistics in one PostgreSQL database. It is
@@ -46,7 +47,7 @@ type Store struct {
 // the CLI, the demo — open it.
 func OpenDSN(ctx context.Context, dsn string) (*Store, error) {
 	cfg := DefaultConfig()
-	cfg.DSN = dsn
+	cfg.DSN = configopaque.String(dsn)
 	return Open(ctx, cfg)
 }
 
@@ -57,9 +58,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	pcfg, err := pgxpool.ParseConfig(cfg.DSN)
+	dsn := string(cfg.DSN)
+	pcfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("store.dsn: %s cannot be parsed (%s)", redactDSN(cfg.DSN), parseProblem(cfg.DSN, err))
+		return nil, fmt.Errorf("store.dsn: %s cannot be parsed (%s)", redactDSN(dsn), parseProblem(dsn, err))
 	}
 	if _, ok := pcfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		// So that pg_stat_activity shows who holds a connection.
@@ -73,7 +75,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
-		return nil, fmt.Errorf("store: database %s: %s", redactDSN(cfg.DSN), parseProblem(cfg.DSN, err))
+		return nil, fmt.Errorf("store: database %s: %s", redactDSN(dsn), parseProblem(dsn, err))
 	}
 	return storeOn(pool, cfg, true), nil
 }
@@ -88,7 +90,7 @@ func storeOn(pool *pgxpool.Pool, cfg Config, owned bool) *Store {
 		migrating:     make(chan struct{}, 1),
 		days:          make(map[int64]bool),
 		merge:         make(map[int64]bool),
-		secrets:       slices.DeleteFunc(append(secrets(cfg.DSN), pool.Config().ConnConfig.Password), func(s string) bool { return s == "" }),
+		secrets:       slices.DeleteFunc(append(secrets(string(cfg.DSN)), pool.Config().ConnConfig.Password), func(s string) bool { return s == "" }),
 	}
 }
 

@@ -122,7 +122,7 @@ func testTwoWriters(t *testing.T, copyThreshold int) {
 	single := newStore(t)
 	// The second instance writes through its own store (its own pool), as
 	// a second collector would.
-	other := openStore(t, merged.cfg.DSN, DefaultConfig())
+	other := openStore(t, string(merged.cfg.DSN), DefaultConfig())
 	for _, s := range []*Store{merged, single, other} {
 		s.copyThreshold = copyThreshold
 	}

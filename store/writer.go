@@ -113,6 +113,10 @@ type Writer struct {
 	store *Store
 	cfg   Config
 	log   *zap.Logger
+	// status, if set, is told of every failed attempt (its error, the
+	// password redacted) and of every success (nil): the processor
+	// reports its component status by it.
+	status func(error)
 
 	// Test hooks.
 	minBackoff, maxBackoff time.Duration
@@ -146,6 +150,15 @@ type WriterOption func(*Writer)
 // rejections and what shutdown left unwritten to l.
 func WithLogger(l *zap.Logger) WriterOption {
 	return func(w *Writer) { w.log = l }
+}
+
+// WithStatus has f told, from the writing goroutine, the error of each
+// attempt that failed and will be retried (its text never shows the DSN's
+// password), and nil after each that succeeded: a status-aware health
+// check can then show a database that refuses the password, or is down,
+// within one attempt, and the recovery within one more.
+func WithStatus(f func(error)) WriterOption {
+	return func(w *Writer) { w.status = f }
 }
 
 // NewWriter returns a writer to s. Start it; Enqueue may be called before.
@@ -503,6 +516,9 @@ func (w *Writer) reject(p *pending, code string, err error) {
 // failed logs a failed attempt that will be retried: the first of an
 // outage at once, then at most one line per logEvery.
 func (w *Writer) failed(err error) {
+	if w.status != nil {
+		w.status(errors.New(w.store.redact(err.Error())))
+	}
 	now := w.now()
 	first := !w.failures.failing
 	w.failures.fail(now)
@@ -530,6 +546,9 @@ func (w *Writer) failed(err error) {
 
 // succeeded logs the recovery after failures.
 func (w *Writer) succeeded() {
+	if w.status != nil {
+		w.status(nil)
+	}
 	if !w.failures.failing {
 		return
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/config/configopaque"
+
 	"github.com/errorownership/errorownership/store/pgtest"
 )
 
@@ -195,7 +197,7 @@ func TestQueueBoundDropsOldest(t *testing.T) {
 // dropped itself.
 func TestQueueBoundCountsTheFlushBeingWritten(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.DSN = fmt.Sprintf("host=127.0.0.1 port=%d dbname=x user=x sslmode=disable", pgtest.Unresponsive(t))
+	cfg.DSN = configopaque.String(fmt.Sprintf("host=127.0.0.1 port=%d dbname=x user=x sslmode=disable", pgtest.Unresponsive(t)))
 	cfg.MaxPendingRows = 3 * rowsPerTinyFlush
 	cfg.ShutdownTimeout = 100 * time.Millisecond
 	s, err := Open(context.Background(), cfg)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/config/configopaque"
+
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -20,7 +22,7 @@ const secret = "hunter2-s3cr3t"
 func unreachableStore(t *testing.T) *Store {
 	t.Helper()
 	cfg := DefaultConfig()
-	cfg.DSN = "postgres://collector:" + secret + "@/stats?host=/nonexistent&sslmode=disable"
+	cfg.DSN = configopaque.String("postgres://collector:" + secret + "@/stats?host=/nonexistent&sslmode=disable")
 	cfg.ShutdownTimeout = 200 * time.Millisecond
 	s, err := Open(context.Background(), cfg)
 	if err != nil {

@@ -48,7 +48,7 @@ func (f *storeFlags) open(ctx context.Context) (*store.Store, error) {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("no answer within --db-timeout %v", f.timeout)
 		}
-		return nil, fmt.Errorf("cannot reach the database (%s): %v\n%s", st, err, pointElsewhere)
+		return nil, fmt.Errorf("cannot reach the database (%s): %w\n%s", st, err, pointElsewhere)
 	}
 	if err := st.CheckSchema(ctx); err != nil {
 		st.Close()

@@ -105,7 +105,7 @@ func renderGraph(t *testing.T, format string, args ...string) []byte {
 	path := filepath.Join(t.TempDir(), "graph."+format)
 	_, stderr, err := runCLI(t, append([]string{"graph", "--format", format, "-o", path}, args...)...)
 	require.NoError(t, err, stderr)
-	b, err := os.ReadFile(path)
+	b, err := os.ReadFile(path) //nolint:gosec // G304: the graph the CLI wrote into t.TempDir
 	require.NoError(t, err)
 	return b
 }
@@ -221,7 +221,7 @@ func runChromium(t *testing.T, bin, url string, args ...string) []byte {
 	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync",
 		"--user-data-dir=" + t.TempDir()}
-	cmd := exec.CommandContext(ctx, bin, append(append(base, args...), url)...)
+	cmd := exec.CommandContext(ctx, bin, append(append(base, args...), url)...) //nolint:gosec // G204: the Chromium the test found, with the arguments it builds
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -275,7 +275,7 @@ document.body.appendChild(out);
 	require.NoError(t, os.WriteFile(file, svg, 0o644))
 	shot := filepath.Join(t.TempDir(), "graph.png")
 	runChromium(t, bin, "file://"+file, "--screenshot="+shot, "--window-size=1400,900", "--hide-scrollbars")
-	f, err := os.Open(shot)
+	f, err := os.Open(shot) //nolint:gosec // G304: the screenshot Chromium wrote into t.TempDir
 	require.NoError(t, err)
 	defer f.Close()
 	img, err := png.Decode(f)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/config/configopaque"
+
 	"github.com/stretchr/testify/require"
 
 	da "github.com/errorownership/errorownership/dependencyanalysis"
@@ -76,7 +78,7 @@ func fixtureDSNWith(t *testing.T, bucket time.Time, edit func(*da.Stats)) string
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	sc := store.DefaultConfig()
-	sc.DSN = dsn
+	sc.DSN = configopaque.String(dsn)
 	st, err := store.Open(ctx, sc)
 	require.NoError(t, err)
 	defer st.Close()

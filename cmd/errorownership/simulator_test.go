@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/config/configopaque"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -162,7 +164,7 @@ func waitForHint(t *testing.T, ctx context.Context, base, op, addr string) {
 func waitWritten(t *testing.T, ctx context.Context, dsn, service string, served int64) {
 	t.Helper()
 	cfg := store.DefaultConfig()
-	cfg.DSN = dsn
+	cfg.DSN = configopaque.String(dsn)
 	st, err := store.Open(ctx, cfg)
 	require.NoError(t, err)
 	defer st.Close()

@@ -66,10 +66,10 @@ func stall(r *http.Request, d time.Duration) {
 	}
 }
 
-func good(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, sample) }
+func good(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, sample) }
 
 func body(s string) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, s) }
+	return func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, s) }
 }
 
 // hintsWith is a document for checkout with the given fields.
@@ -80,7 +80,7 @@ func hintsWith(fields string) http.HandlerFunc {
 // streamed answers 200 with n bytes of s over and over, with or without
 // a Content-Length.
 func streamed(s string, n int, declared bool) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return func(w http.ResponseWriter, _ *http.Request) {
 		if declared {
 			w.Header().Set("Content-Length", fmt.Sprint(n))
 		}
@@ -144,7 +144,9 @@ var hostileAnswers = []struct {
 	}},
 	{"a body that trickles", func(w http.ResponseWriter, r *http.Request) {
 		for i := range len(sample) {
-			io.WriteString(w, sample[i:i+1])
+			if _, err := io.WriteString(w, sample[i:i+1]); err != nil {
+				return
+			}
 			http.NewResponseController(w).Flush()
 			stall(r, 50*time.Millisecond)
 			if r.Context().Err() != nil {
@@ -153,7 +155,9 @@ var hostileAnswers = []struct {
 		}
 	}},
 	{"a body that never ends", func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, sample[:10])
+		if _, err := io.WriteString(w, sample[:10]); err != nil {
+			return
+		}
 		http.NewResponseController(w).Flush()
 		stall(r, 10*time.Second)
 	}},
@@ -359,7 +363,7 @@ func TestHostileHintsTTL(t *testing.T) {
 // context ends, fetch and all, and leaves no goroutine behind.
 func TestHostileHintsNoLeak(t *testing.T) {
 	srv := newHostile(t)
-	srv.set(func(w http.ResponseWriter, r *http.Request) { stall(r, 10*time.Second) })
+	srv.set(func(_ http.ResponseWriter, r *http.Request) { stall(r, 10*time.Second) })
 	ctx, cancel := context.WithCancel(context.Background())
 	for range 10 {
 		Start(ctx, srv.srv.URL, "checkout")
@@ -442,7 +446,7 @@ func TestHostileHintsModeCost(t *testing.T) {
 // middleware and transport: no request waits on a fetch.
 func TestHostileHintsServiceNeverWaits(t *testing.T) {
 	srv := newHostile(t)
-	srv.set(func(w http.ResponseWriter, r *http.Request) { stall(r, 10*time.Second) })
+	srv.set(func(_ http.ResponseWriter, r *http.Request) { stall(r, 10*time.Second) })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	h := Start(ctx, srv.srv.URL, "checkout", WithFetchTimeout(time.Hour), WithHTTPClient(&http.Client{}))

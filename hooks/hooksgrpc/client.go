@@ -2,6 +2,7 @@ package hooksgrpc
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strconv"
 	"sync"
@@ -218,7 +219,7 @@ func (a *attempt) settle(err error) {
 	}
 	a.settled = true
 	lc, cfg := a.lc, a.lc.cl.cfg
-	if err == nil || err == io.EOF {
+	if err == nil || errors.Is(err, io.EOF) {
 		return
 	}
 	if lc.ctx.Err() != nil {
@@ -362,8 +363,10 @@ func (s *clientStream) RecvMsg(m any) error {
 			s.mu.Unlock()
 			return nil
 		}
-		if err == io.EOF {
-			s.end(a, nil)
+		if errors.Is(err, io.EOF) {
+			// The stream ended cleanly: end records the call's outcome
+			// and, given no error, has none to give back.
+			_, _ = s.end(a, nil)
 			return err
 		}
 		a.setTrailer(cs.Trailer())

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/stats"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/errorownership/errorownership/hooks/hooksgrpc"
@@ -91,11 +90,11 @@ func (s *service) start(t *testing.T, hooks bool, opts ...hooksgrpc.Option) {
 		}
 		s.Served(v)
 	}
-	unary := []grpc.UnaryServerInterceptor{func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	unary := []grpc.UnaryServerInterceptor{func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		count(ctx)
 		return h(ctx, req)
 	}}
-	stream := []grpc.StreamServerInterceptor{func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	stream := []grpc.StreamServerInterceptor{func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 		count(ss.Context())
 		return h(srv, ss)
 	}}
@@ -122,7 +121,7 @@ func (s *service) start(t *testing.T, hooks bool, opts ...hooksgrpc.Option) {
 // recorder of the callee's claims, under the hooks' client interceptors if
 // hooks is set.
 func (s *service) dial(t *testing.T, target string, hooks bool, opts ...hooksgrpc.Option) *grpc.ClientConn {
-	var handler stats.Handler = otelgrpc.NewClientHandler(s.otelOpts()...)
+	handler := otelgrpc.NewClientHandler(s.otelOpts()...)
 	var unary []grpc.UnaryClientInterceptor
 	var stream []grpc.StreamClientInterceptor
 	if hooks {

@@ -45,7 +45,7 @@ func newRawCallee(t *testing.T, respond func(w http.ResponseWriter, stop <-chan 
 		_, _ = io.Copy(io.Discard, r.Body)
 		c.requests.Add(1)
 		respond(w, stop)
-	})}
+	}), ReadHeaderTimeout: 10 * time.Second}
 	srv.Protocols = new(http.Protocols)
 	srv.Protocols.SetUnencryptedHTTP2(true)
 	go func() { _ = srv.Serve(ln) }()
@@ -272,7 +272,7 @@ func TestHostileCallee(t *testing.T) {
 // a fresh 1 MiB of garbage, in error-claim and beside it, as grpc-go would
 // have read it off the wire.
 func hugeTrailer(repeated bool) grpc.UnaryInvoker {
-	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+	return func(_ context.Context, _ string, _, _ any, _ *grpc.ClientConn, opts ...grpc.CallOption) error {
 		junk := strings.Repeat("\xff", mib)
 		md := metadata.MD{"x-junk": {junk}, ownership.GRPCClaimKey: {junk}}
 		if repeated {

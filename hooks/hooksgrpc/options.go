@@ -63,9 +63,9 @@ func WithBudget(b *hooks.Budget) Option { return func(c *config) { c.Budget = b 
 func WithMaxAttempts(n int) Option { return func(c *config) { c.MaxAttempts = max(n, 1) } }
 
 // WithBackoff sets the client's backoff: retry n waits a random time in
-// [d/2, d], d = min(max, initial × 2^(n−1)). Defaults 50 ms and 1 s.
-func WithBackoff(initial, max time.Duration) Option {
-	return func(c *config) { c.Backoff = retrying.Backoff{Initial: initial, Max: max} }
+// [d/2, d], d = min(maximum, initial × 2^(n−1)). Defaults 50 ms and 1 s.
+func WithBackoff(initial, maximum time.Duration) Option {
+	return func(c *config) { c.Backoff = retrying.Backoff{Initial: initial, Max: maximum} }
 }
 
 // WithRetryPolicy sets which methods ("/pkg.Service/Method") the client

@@ -25,7 +25,7 @@ const (
 )
 
 // okHandler is the service under measurement: it answers at once.
-var okHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+var okHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 	_, _ = io.WriteString(w, "ok")
 })
 

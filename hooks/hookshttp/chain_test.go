@@ -116,7 +116,7 @@ func TestChain(t *testing.T) {
 		t.Run(tc.Name, func(t *testing.T) {
 			a, b, c := newService(t, "A"), newService(t, "B"), newService(t, "C")
 
-			var ch http.Handler = leaf(tc.C)
+			ch := leaf(tc.C)
 			if tc.CHooks {
 				ch = hookshttp.Middleware(ch)
 			}

@@ -76,7 +76,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // decide sets Error-Claim for a response with status code, unless the
 // handler set it.
 func (c *serverCall) decide(code int) {
-	h := c.ResponseWriter.Header()
+	h := c.Header()
 	span := trace.SpanFromContext(c.req.Context())
 	if _, ok := h[ownership.HTTPClaimHeader]; ok {
 		// The handler's own claim, if it is one. Anything else (a relayed

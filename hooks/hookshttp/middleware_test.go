@@ -29,23 +29,23 @@ func TestMiddlewareClaims(t *testing.T) {
 		handler http.HandlerFunc
 		want    string
 	}{
-		{"success: no claim", nil, func(w http.ResponseWriter, r *http.Request) {
-			io.WriteString(w, "ok")
+		{"success: no claim", nil, func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = io.WriteString(w, "ok")
 		}, ""},
-		{"own failure", nil, func(w http.ResponseWriter, r *http.Request) {
+		{"own failure", nil, func(w http.ResponseWriter, _ *http.Request) {
 			w.WriteHeader(http.StatusInternalServerError)
 		}, "claimed"},
-		{"handler's own claim wins", nil, func(w http.ResponseWriter, r *http.Request) {
+		{"handler's own claim wins", nil, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("error-claim", "unclaimed")
 			w.WriteHeader(http.StatusInternalServerError)
 		}, "unclaimed"},
-		{"4xx is the caller's fault", nil, func(w http.ResponseWriter, r *http.Request) {
+		{"4xx is the caller's fault", nil, func(w http.ResponseWriter, _ *http.Request) {
 			w.WriteHeader(http.StatusNotFound)
 		}, ""},
-		{"4xx counted when configured", []hookshttp.Option{hookshttp.WithFault(func(s int) bool { return s >= 400 })}, func(w http.ResponseWriter, r *http.Request) {
+		{"4xx counted when configured", []hookshttp.Option{hookshttp.WithFault(func(s int) bool { return s >= 400 })}, func(w http.ResponseWriter, _ *http.Request) {
 			w.WriteHeader(http.StatusTooManyRequests)
 		}, "claimed"},
-		{"1xx then failure", nil, func(w http.ResponseWriter, r *http.Request) {
+		{"1xx then failure", nil, func(w http.ResponseWriter, _ *http.Request) {
 			w.WriteHeader(http.StatusEarlyHints)
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}, "claimed"},
@@ -58,7 +58,7 @@ func TestMiddlewareClaims(t *testing.T) {
 			hooks.LedgerFrom(r.Context()).Begin("slow")
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}, "unclaimed"},
-		{"http.Error", nil, func(w http.ResponseWriter, r *http.Request) {
+		{"http.Error", nil, func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "boom", http.StatusInternalServerError)
 		}, "claimed"},
 	} {
@@ -80,7 +80,7 @@ func TestMiddlewareClaims(t *testing.T) {
 // TestMiddlewareWriterInterfaces checks that handlers keep what net/http's
 // writer offers: Flusher, ResponseController (through Unwrap), io.Copy.
 func TestMiddlewareWriterInterfaces(t *testing.T) {
-	h := hookshttp.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := hookshttp.Middleware(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if _, ok := w.(http.Flusher); !ok {
 			t.Error("writer is not a Flusher")
 		}
@@ -88,11 +88,15 @@ func TestMiddlewareWriterInterfaces(t *testing.T) {
 		if err := rc.SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
 			t.Errorf("SetWriteDeadline through Unwrap: %v", err)
 		}
-		io.WriteString(w, "part 1\n")
+		if _, err := io.WriteString(w, "part 1\n"); err != nil {
+			t.Errorf("WriteString: %v", err)
+		}
 		if err := rc.Flush(); err != nil {
 			t.Errorf("Flush: %v", err)
 		}
-		io.Copy(w, strings.NewReader("part 2\n"))
+		if _, err := io.Copy(w, strings.NewReader("part 2\n")); err != nil {
+			t.Errorf("io.Copy: %v", err)
+		}
 		// A late failure status cannot change the 200 already sent.
 		w.WriteHeader(http.StatusInternalServerError)
 	}))
@@ -104,7 +108,7 @@ func TestMiddlewareWriterInterfaces(t *testing.T) {
 	}
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if res.StatusCode != 200 || string(body) != "part 1\npart 2\n" || res.Header.Get(ownership.HTTPClaimHeader) != "" {
+	if res.StatusCode != http.StatusOK || string(body) != "part 1\npart 2\n" || res.Header.Get(ownership.HTTPClaimHeader) != "" {
 		t.Fatalf("status %d, body %q, claim %q", res.StatusCode, body, res.Header.Get(ownership.HTTPClaimHeader))
 	}
 }
@@ -145,7 +149,11 @@ func TestMiddlewareKeepsTheRoute(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			spans := tracetest.NewSpanRecorder()
 			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-			defer tp.Shutdown(context.Background())
+			t.Cleanup(func() {
+				if err := tp.Shutdown(context.Background()); err != nil {
+					t.Error(err)
+				}
+			})
 			mux := http.NewServeMux()
 			mux.HandleFunc("GET /items/{id}", func(w http.ResponseWriter, r *http.Request) {
 				hooks.LedgerFrom(r.Context()).Record(hooks.Outcome{PeerService: "10.0.0.9:80", Failed: true})
@@ -233,7 +241,7 @@ func TestCoincidental(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			recs := newService(t, "recommendations")
-			recs.start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			recs.start(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 				http.Error(w, "no recommendations today", http.StatusInternalServerError)
 			}))
 			recsAddr := strings.TrimPrefix(recs.srv.URL, "http://")
@@ -260,7 +268,7 @@ func TestCoincidental(t *testing.T) {
 			mux.HandleFunc("GET /work", func(w http.ResponseWriter, r *http.Request) {
 				req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, recs.srv.URL+"/recommendations", nil)
 				if res, err := bClient.Do(req); err == nil {
-					io.Copy(io.Discard, res.Body)
+					_, _ = io.Copy(io.Discard, res.Body)
 					res.Body.Close()
 				}
 				// B carries on without recommendations, then fails on its own.

@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -87,7 +88,7 @@ func Start(ctx context.Context, bin string, o Options) (*Process, error) {
 	for _, c := range o.Configs {
 		args = append(args, "--config", c)
 	}
-	p.cmd = exec.Command(bin, args...)
+	p.cmd = exec.Command(bin, args...) //nolint:gosec // G204: the collector binary the caller built, with its config files
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	p.started = time.Now()
 	if err := p.cmd.Start(); err != nil {
@@ -112,7 +113,11 @@ func Start(ctx context.Context, bin string, o Options) (*Process, error) {
 		}
 		select {
 		case <-p.exited:
-			return nil, fmt.Errorf("%s exited while starting (%v):\n%s", o.Name, p.err, p.LogTail(4<<10))
+			err := p.err
+			if err == nil {
+				err = errors.New("exit status 0")
+			}
+			return nil, fmt.Errorf("%s exited while starting (%w):\n%s", o.Name, err, p.LogTail(4<<10))
 		case <-ctx.Done():
 			p.Kill()
 			return nil, fmt.Errorf("%s: the health check at %s never answered 200 (%w):\n%s", o.Name, o.HealthAddr, context.Cause(ctx), p.LogTail(4<<10))

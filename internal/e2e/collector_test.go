@@ -112,7 +112,7 @@ func TestCollectorEndToEnd(t *testing.T) {
 // scenarioVerdicts sums a scenario's expected verdicts by kind.
 func scenarioVerdicts(t *testing.T, name string) map[string]float64 {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "testdata", "scenarios", name+".expected.json"))
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "testdata", "scenarios", name+".expected.json")) //nolint:gosec // G304: a scenario file of the repository's testdata, named by the test
 	require.NoError(t, err)
 	var e scenario.Expected
 	require.NoError(t, json.Unmarshal(raw, &e))
@@ -139,7 +139,7 @@ func TestShippedConfigsValidate(t *testing.T) {
 	bin := buildCollector(t)
 	for _, name := range []string{"otelcol-config.yaml", "otelcol-kafka-front.yaml", "otelcol-kafka-analysis.yaml"} {
 		t.Run(name, func(t *testing.T) {
-			out, err := exec.Command(bin, "validate", "--config", filepath.Join(repoRoot, "testdata", name)).CombinedOutput()
+			out, err := exec.Command(bin, "validate", "--config", filepath.Join(repoRoot, "testdata", name)).CombinedOutput() //nolint:gosec // G204: the collector the test built, on the repository's configs
 			assert.NoError(t, err, "%s", out)
 		})
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/config/configopaque"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -102,7 +104,7 @@ func TestComposeStack(t *testing.T) {
 	t.Logf("simfeed:\n%s", out)
 
 	sc := store.DefaultConfig()
-	sc.DSN = asUser("grafana")
+	sc.DSN = configopaque.String(asUser("grafana"))
 	reader, err := store.Open(ctx, sc)
 	require.NoError(t, err)
 	defer reader.Close()
@@ -129,7 +131,7 @@ func TestComposeStack(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "hints for checkout")
 
-	grafana, err := pgx.Connect(ctx, sc.DSN)
+	grafana, err := pgx.Connect(ctx, string(sc.DSN))
 	require.NoError(t, err)
 	defer grafana.Close(ctx)
 	for _, table := range []string{"operation_stats", "claim_accuracy", "edge_stats", "address_stats", "depth_stats", "root_stats", "coincidental_audit", "schema_version"} {

@@ -35,14 +35,15 @@ import (
 // tests; it must appear in no log line and no answer.
 const testToken = "e2e-hints-token-7f3a9c"
 
-// secureHints is the hints endpoint as the processor README's secure
+// secureHints is the hints endpoint as the extension README's secure
 // configuration serves it: over TLS, with a certificate for 127.0.0.1 made
 // for the test, to clients with the token of bearertokenauth/hints, read
 // from a file.
 type secureHints struct {
 	base    string    // https://127.0.0.1:port
-	section string    // the hints section, indented by four spaces
+	section string    // the processor's hints_extension, indented by four spaces
 	auth    extension // the authenticator
+	ext     extension // the errorownership_hints extension
 	roots   *x509.CertPool
 }
 
@@ -55,15 +56,15 @@ func newSecureHints(t *testing.T) secureHints {
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	return secureHints{
 		base: "https://" + addr,
-		section: fmt.Sprintf(`    hints:
-      endpoint: %s
-      read_header_timeout: 5s
-      tls:
-        cert_file: %s
-        key_file: %s
-      auth:
-        authenticator: bearertokenauth/hints`, addr, certFile, keyFile),
-		auth:  extension{id: "bearertokenauth/hints", config: "    filename: " + tokenFile},
+		section: "    hints_extension: errorownership_hints",
+		ext: extension{id: "errorownership_hints", config: fmt.Sprintf(`    endpoint: %s
+    read_header_timeout: 5s
+    tls:
+      cert_file: %s
+      key_file: %s
+    auth:
+      authenticator: bearertokenauth/hints`, addr, certFile, keyFile)},
+		auth: extension{id: "bearertokenauth/hints", config: "    filename: " + tokenFile},
 		roots: roots,
 	}
 }
@@ -154,7 +155,7 @@ func checkLogHidesToken(t *testing.T, c *collector) {
 func TestHintsOverTLSWithAuth(t *testing.T) {
 	bin := buildCollector(t)
 	s := newSecureHints(t)
-	c := startCollectorWith(t, bin, defaultProcessor+"\n"+s.section, s.auth)
+	c := startCollectorWith(t, bin, defaultProcessor+"\n"+s.section, s.auth, s.ext)
 	// The coincidental story teaches the model that checkout tolerates
 	// recommendations failing: what a served client must see.
 	for _, td := range scenarioRequests(t, "coincidental") {
@@ -246,7 +247,7 @@ func TestHintsWithTheDatabaseDown(t *testing.T) {
 			// model_refresh bounds how long a hints request waits for a
 			// database that does not answer.
 			section := storeProcessor(dsn) + "\n      model_refresh: 1s\n" + s.section
-			c := startCollectorWith(t, bin, section, s.auth)
+			c := startCollectorWith(t, bin, section, s.auth, s.ext)
 			res, body, err := fetch(t, s.httpClient(), s.base, "Bearer "+testToken)
 			require.NoError(t, err)
 			assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode, "%s", body)

@@ -24,7 +24,7 @@ import (
 // protobuf message never starts with one), anything else one protobuf
 // request. Errors name the file and where in it.
 func ReadFile(path string, fn func(ptrace.Traces)) error {
-	f, err := os.Open(path)
+	f, err := os.Open(path) //nolint:gosec // G304: reading the file the caller names is what ReadFile is for
 	if err != nil {
 		return err
 	}
@@ -42,7 +42,7 @@ func Read(r io.Reader, fn func(ptrace.Traces)) error {
 		return readDelimited(br, fn)
 	}
 	first, err := firstNonSpace(br)
-	if err == io.EOF {
+	if errors.Is(err, io.EOF) {
 		return nil // an empty file holds no spans
 	}
 	if err != nil {

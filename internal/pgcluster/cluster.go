@@ -60,6 +60,11 @@ type Options struct {
 	// ListenAddresses, if not empty, also listens on TCP (such as
 	// "127.0.0.1"). By default the server has no TCP socket at all.
 	ListenAddresses string
+	// PasswordAuth makes TCP connections authenticate with a password
+	// (scram-sha-256), as a production server's do, so that a wrong one is
+	// refused; the unix socket still trusts the postgres user. By default
+	// every connection is trusted.
+	PasswordAuth bool
 }
 
 // Cluster is one PostgreSQL cluster. Its methods are not safe for
@@ -77,7 +82,7 @@ type Cluster struct {
 // binaries, or ErrNotInstalled.
 func FindBinaries() (string, error) {
 	if dir := os.Getenv("PGTEST_BIN"); dir != "" {
-		if _, err := os.Stat(filepath.Join(dir, "pg_ctl")); err != nil {
+		if _, err := os.Stat(filepath.Join(dir, "pg_ctl")); err != nil { //nolint:gosec // G703: PGTEST_BIN is the developer's own setting, and only stat'ed
 			return "", fmt.Errorf("pgcluster: PGTEST_BIN=%s: %w; %s", dir, err, InstallHint)
 		}
 		return dir, nil
@@ -127,8 +132,7 @@ func StartCluster(ctx context.Context, opts Options) (*Cluster, error) {
 		// Remember who owns the cluster, so a later run can stop and
 		// remove it should this process die without cleaning up.
 		if err := os.WriteFile(filepath.Join(c.dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-			c.Remove()
-			return nil, fmt.Errorf("pgcluster: %w", err)
+			return nil, fmt.Errorf("pgcluster: %w", errors.Join(err, c.Remove()))
 		}
 	} else {
 		if c.dir, err = filepath.Abs(opts.Dir); err != nil {
@@ -140,7 +144,7 @@ func StartCluster(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	fail := func(err error) (*Cluster, error) {
 		if c.temp {
-			c.Remove()
+			err = errors.Join(err, c.Remove())
 		}
 		return nil, err
 	}
@@ -159,7 +163,7 @@ func StartCluster(ctx context.Context, opts Options) (*Cluster, error) {
 		return fail(err)
 	}
 	if _, err := os.Stat(filepath.Join(c.dataDir(), "PG_VERSION")); err != nil {
-		if err := c.initdb(ctx, opts.ListenAddresses); err != nil {
+		if err := c.initdb(ctx, opts.ListenAddresses, opts.PasswordAuth); err != nil {
 			return fail(err)
 		}
 	}
@@ -210,7 +214,7 @@ func ServerCredential() (*syscall.Credential, error) {
 	}
 	u, err := user.Lookup("postgres")
 	if err != nil {
-		return nil, fmt.Errorf("pgcluster: running as root needs a postgres user to run the server as (%v); %s", err, InstallHint)
+		return nil, fmt.Errorf("pgcluster: running as root needs a postgres user to run the server as (%w); %s", err, InstallHint)
 	}
 	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
 	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
@@ -248,9 +252,13 @@ func (c *Cluster) socketPath() string { return filepath.Join(c.dir, ".s.PGSQL."+
 // initdb creates the data directory and configures the server for tests:
 // only the private socket (plus TCP if asked), and no durability, which
 // throwaway data does not need and which costs most of the time.
-func (c *Cluster) initdb(ctx context.Context, listen string) error {
-	if err := c.run(ctx, "initdb", "-D", c.dataDir(), "-U", "postgres", "-A", "trust",
-		"-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"); err != nil {
+func (c *Cluster) initdb(ctx context.Context, listen string, passwords bool) error {
+	auth := []string{"-A", "trust"}
+	if passwords {
+		auth = []string{"--auth-local=trust", "--auth-host=scram-sha-256"}
+	}
+	args := append([]string{"-D", c.dataDir(), "-U", "postgres"}, auth...)
+	if err := c.run(ctx, "initdb", append(args, "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")...); err != nil {
 		return err
 	}
 	conf := fmt.Sprintf(`
@@ -282,8 +290,9 @@ max_connections = 200
 
 // run runs one of the server's programs as the server's user.
 func (c *Cluster) run(ctx context.Context, prog string, args ...string) error {
-	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, prog), args...)
-	cmd.Dir = c.dir // the server's user may not be able to read our working directory
+	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, prog), args...) //nolint:gosec // G204: a PostgreSQL program of the binaries found, with arguments this package builds
+	// The server's user may not be able to read our working directory.
+	cmd.Dir = c.dir
 	cmd.Env = serverEnv()
 	if c.cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
@@ -406,7 +415,7 @@ const ownerFile = "owner.pid"
 func sweepStale() {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "pgcluster-*"))
 	for _, dir := range dirs {
-		b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		b, err := os.ReadFile(filepath.Join(dir, ownerFile)) //nolint:gosec // G304: the owner file of one of our own pgcluster-* directories
 		if err != nil {
 			continue
 		}

@@ -37,7 +37,7 @@ func TestFilesUpToDate(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, baseNames(generated), baseNames(committed), "scenario files; run go test ./internal/scenario -run TestFilesUpToDate -update")
 	for _, path := range generated {
-		want, err := os.ReadFile(path)
+		want, err := os.ReadFile(path) //nolint:gosec // G304: a file WriteFiles just wrote into t.TempDir
 		require.NoError(t, err)
 		got, err := os.ReadFile(filepath.Join(scenarioDir, filepath.Base(path)))
 		if err != nil || !bytes.Equal(got, want) {

@@ -32,7 +32,7 @@ func TheoryAfter(e, b float64) float64 {
 func Availability(rates []float64, budget float64, requests int, seed uint64) []AvailabilityRow {
 	var rows []AvailabilityRow
 	for i, e := range rates {
-		rng := rand.New(rand.NewPCG(seed, uint64(i)))
+		rng := rand.New(rand.NewPCG(seed, uint64(i))) //nolint:gosec // G404: a seeded simulation, reproducible on purpose
 		b := hooks.NewBudget(hooks.Limits{Ratio: budget, MinRetriesPerSecond: 0})
 		failed, retries := 0, 0
 		for range requests {

@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configopaque"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.opentelemetry.io/collector/processor"
@@ -21,14 +23,15 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/zap"
 
+	"github.com/errorownership/errorownership/extension/errorownershiphintsextension"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor"
 	"github.com/errorownership/errorownership/store"
 )
 
 // Collector is the collector part of the simulation, in process: an OTLP/HTTP
 // trace receiver at /v1/traces feeding the errorownership processor (the
-// same component the built collector runs), which writes to PostgreSQL and
-// serves ownership hints.
+// same component the built collector runs), which writes to PostgreSQL, and
+// the errorownership_hints extension serving its model as ownership hints.
 type Collector struct {
 	// OTLPEndpoint is the receiver's URL, http://127.0.0.1:PORT/v1/traces.
 	OTLPEndpoint string
@@ -37,9 +40,10 @@ type Collector struct {
 	// Spans counts the spans received.
 	Spans atomic.Int64
 
-	proc processor.Traces
-	srv  *http.Server
-	ln   net.Listener
+	proc  processor.Traces
+	hints extension.Extension
+	srv   *http.Server
+	ln    net.Listener
 }
 
 // CollectorConfig is what the demo tunes.
@@ -64,48 +68,63 @@ func StartCollector(ctx context.Context, cc CollectorConfig) (*Collector, error)
 	cfg.DecisionWait = cc.DecisionWait
 	cfg.FlushInterval = cc.FlushInterval
 	sc := store.DefaultConfig()
-	sc.DSN = cc.DSN
+	sc.DSN = configopaque.String(cc.DSN)
 	sc.AuditPerServicePerMinute = 1_000_000 // the demo audits every coincidental error
 	sc.ModelRefresh = cc.FlushInterval      // the demo's minutes are seconds
 	if cc.Bucket > 0 {
 		sc.Bucket = cc.Bucket
 	}
 	cfg.Store = configoptional.Some(sc)
-	cfg.Hints.NetAddr.Endpoint = hintsAddr
-	cfg.Hints.TTL = time.Second
-	cfg.Hints.Refresh = time.Second
-	cfg.Hints.RetryBudget.Ratio = cc.BudgetRatio
-	cfg.Hints.RetryBudget.MinRetriesPerSecond = cc.BudgetMin
+	hf := errorownershiphintsextension.NewFactory()
+	hcfg := hf.CreateDefaultConfig().(*errorownershiphintsextension.Config)
+	hcfg.NetAddr.Endpoint = hintsAddr
+	hcfg.TTL = time.Second
+	hcfg.Refresh = time.Second
+	hcfg.RetryBudget.Ratio = cc.BudgetRatio
+	hcfg.RetryBudget.MinRetriesPerSecond = cc.BudgetMin
+	if err := hcfg.Validate(); err != nil {
+		return nil, fmt.Errorf("hints extension config: %w", err)
+	}
+	hintsID := component.NewID(hf.Type())
+	cfg.HintsExtension = &hintsID
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("processor config: %w", err)
 	}
 	// The settings a collector would give, built here rather than with the
 	// collector's test helpers, which would link the testing package into
 	// the CLI.
-	set := processor.Settings{
-		ID: component.NewID(f.Type()),
-		TelemetrySettings: component.TelemetrySettings{
-			Logger:         zap.NewNop(),
-			TracerProvider: tracenoop.NewTracerProvider(),
-			MeterProvider:  metricnoop.NewMeterProvider(),
-		},
-		BuildInfo: component.NewDefaultBuildInfo(),
+	tel := component.TelemetrySettings{
+		Logger:         zap.NewNop(),
+		TracerProvider: tracenoop.NewTracerProvider(),
+		MeterProvider:  metricnoop.NewMeterProvider(),
 	}
+	hints, err := hf.Create(ctx, extension.Settings{ID: hintsID, TelemetrySettings: tel, BuildInfo: component.NewDefaultBuildInfo()}, hcfg)
+	if err != nil {
+		return nil, fmt.Errorf("create hints extension: %w", err)
+	}
+	h := host{hintsID: hints}
+	if err := hints.Start(ctx, h); err != nil {
+		return nil, fmt.Errorf("start hints extension: %w", err)
+	}
+	set := processor.Settings{ID: component.NewID(f.Type()), TelemetrySettings: tel, BuildInfo: component.NewDefaultBuildInfo()}
 	discard, err := consumer.NewTraces(func(context.Context, ptrace.Traces) error { return nil })
 	if err != nil {
 		return nil, err
 	}
 	proc, err := f.CreateTraces(ctx, set, cfg, discard)
 	if err != nil {
+		_ = hints.Shutdown(ctx)
 		return nil, fmt.Errorf("create processor: %w", err)
 	}
-	if err := proc.Start(ctx, host{}); err != nil {
+	if err := proc.Start(ctx, h); err != nil {
+		_ = hints.Shutdown(ctx)
 		return nil, fmt.Errorf("start processor: %w", err)
 	}
-	c := &Collector{proc: proc, HintsURL: "http://" + hintsAddr}
+	c := &Collector{proc: proc, hints: hints, HintsURL: "http://" + hintsAddr}
 	c.ln, err = net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		_ = proc.Shutdown(ctx)
+		_ = hints.Shutdown(ctx)
 		return nil, err
 	}
 	c.OTLPEndpoint = "http://" + c.ln.Addr().String() + "/v1/traces"
@@ -150,10 +169,11 @@ func (c *Collector) receive(w http.ResponseWriter, r *http.Request) {
 }
 
 // Shutdown stops the receiver, then the processor, which analyses every
-// trace still buffered and writes the last statistics to the store.
+// trace still buffered and writes the last statistics to the store, then
+// the hints extension, in the collector's order.
 func (c *Collector) Shutdown(ctx context.Context) error {
 	err := c.srv.Shutdown(ctx)
-	return errors.Join(err, c.proc.Shutdown(ctx))
+	return errors.Join(err, c.proc.Shutdown(ctx), c.hints.Shutdown(ctx))
 }
 
 func freeAddr() (string, error) {
@@ -165,7 +185,8 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// host is the collector host the processor runs in: one without extensions.
-type host struct{}
+// host is the collector host the components run in: its extensions, the
+// hints.
+type host map[component.ID]component.Component
 
-func (host) GetExtensions() map[component.ID]component.Component { return nil }
+func (h host) GetExtensions() map[component.ID]component.Component { return h }

@@ -304,7 +304,7 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 			return nil, err
 		}
 		s := &simService{Service: sv, route: cfg.Route, book: book, start: start, ln: ln,
-			rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1))}
+			rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1))} //nolint:gosec // G404: a seeded simulation, reproducible on purpose
 		services[sv.Name] = s
 		all = append(all, s)
 	}

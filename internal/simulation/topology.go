@@ -159,8 +159,10 @@ services:
   - {name: payments, fault: {rate: 0.05}}
 `
 
-// Chain and Checkout parse the built-in topologies.
-func Chain() *Topology    { return mustParse(ChainYAML) }
+// Chain parses the built-in chain topology, ChainYAML.
+func Chain() *Topology { return mustParse(ChainYAML) }
+
+// Checkout parses the built-in checkout topology, CheckoutYAML.
 func Checkout() *Topology { return mustParse(CheckoutYAML) }
 
 func mustParse(s string) *Topology {

@@ -1,17 +1,12 @@
 package errorownershipprocessor // import "github.com/errorownership/errorownership/processor/errorownershipprocessor"
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
-	"reflect"
-	"slices"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configoptional"
-	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
 	"github.com/errorownership/errorownership/internal/configcheck"
@@ -35,9 +30,6 @@ const (
 const (
 	minDecisionWait  = 100 * time.Millisecond
 	minFlushInterval = time.Second
-	minHalfLife      = time.Second // edge_model.half_life, unless 0
-	minHintsRefresh  = 100 * time.Millisecond
-	minHintsTTL      = time.Second
 	maxNumWorkers    = 1024
 )
 
@@ -65,8 +57,15 @@ type Config struct {
 	// without a store section nothing is written.
 	Store configoptional.Optional[store.Config] `mapstructure:"store"`
 
-	// Hints configures the ownership hints endpoint; off without an endpoint.
-	Hints HintsConfig `mapstructure:"hints"`
+	// HintsExtension names the errorownership_hints extension that serves
+	// this processor's edge model as ownership hints; nil serves none.
+	// (With a store, the extension may read the merged model itself.)
+	HintsExtension *component.ID `mapstructure:"hints_extension"`
+
+	// LegacyHints is the hints section of the processors before v0.2.0,
+	// which served the hints themselves; only so that Validate can say
+	// where its keys went.
+	LegacyHints map[string]any `mapstructure:"hints"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -107,39 +106,13 @@ func (c *Config) Validate() error {
 	if c.FlushInterval < minFlushInterval {
 		errs = append(errs, configcheck.TooShort("flush_interval", c.FlushInterval, minFlushInterval, "30s"))
 	}
-	// The engine reports a negative half-life; a positive one this short
-	// is a unit forgotten.
-	if hl := c.EdgeModel.HalfLife; hl > 0 && hl < minHalfLife {
-		errs = append(errs, fmt.Errorf("edge_model.half_life: %v must be 0 (observations never fade) or at least %v%s", hl, minHalfLife, cmp.Or(configcheck.BareNumber(hl, "10m"), ", such as 10m")))
-	}
 	engine := c.Engine()
-	errs = append(errs, engine.Validate(), c.Hints.validate(), c.hintsWithoutEndpoint())
+	errs = append(errs, engine.Validate())
+	if c.LegacyHints != nil {
+		errs = append(errs, errors.New("hints: the processor no longer serves the hints; move the hints section (endpoint, tls, auth, ttl, refresh, retry_budget) "+
+			"to an errorownership_hints extension, list it under service.extensions, and name it here with hints_extension: errorownership_hints"))
+	}
 	return errors.Join(errs...)
-}
-
-// hintsWithoutEndpoint reports hints keys set while hints.endpoint is not:
-// they do nothing, and the user most likely forgot the endpoint.
-func (c *Config) hintsWithoutEndpoint() error {
-	if c.Hints.NetAddr.Endpoint != "" {
-		return nil
-	}
-	set, def := confmap.New(), confmap.New()
-	if err := set.Marshal(c.Hints); err != nil {
-		return fmt.Errorf("hints: %w", err)
-	}
-	if err := def.Marshal(defaultHintsConfig()); err != nil {
-		return fmt.Errorf("hints: %w", err)
-	}
-	var keys []string
-	for _, k := range slices.Compact(slices.Sorted(slices.Values(append(set.AllKeys(), def.AllKeys()...)))) {
-		if !reflect.DeepEqual(set.Get(k), def.Get(k)) {
-			keys = append(keys, "hints."+strings.ReplaceAll(k, confmap.KeyDelimiter, "."))
-		}
-	}
-	if len(keys) == 0 {
-		return nil
-	}
-	return fmt.Errorf("hints: %s set, but hints.endpoint is not, so no hints are served; set hints.endpoint, such as 0.0.0.0:4320, or remove them", strings.Join(keys, ", "))
 }
 
 // auditLimit is how many coincidental errors a statistics bucket keeps per

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
@@ -94,7 +93,7 @@ func TestLoadConfig(t *testing.T) {
 			},
 		},
 		{
-			name: "with a store and hints",
+			name: "with a store and the hints extension",
 			id:   component.NewIDWithName(metadata.Type, "with_store"),
 			want: func() *Config {
 				c := createDefaultConfig().(*Config)
@@ -102,20 +101,17 @@ func TestLoadConfig(t *testing.T) {
 				sc.DSN = "postgres://collector@db.internal:5432/errorownership"
 				sc.Retention = 720 * time.Hour
 				c.Store = configoptional.Some(sc)
-				c.Hints.NetAddr.Endpoint = "127.0.0.1:4320"
-				c.Hints.TTL = time.Minute
+				id := component.MustNewID("errorownership_hints")
+				c.HintsExtension = &id
 				return c
 			}(),
 		},
 		{
-			name: "store and hints keys",
+			name: "store keys",
 			id:   component.NewIDWithName(metadata.Type, "bad_store"),
 			errs: []string{
 				"store.max_pending_rows: 0 must be at least 1",
 				"store.bucket: 7m0s must divide a day",
-				"hints.ttl: 0s must be positive, such as 30s",
-				"hints.refresh: 1s must be at most hints.ttl (0s), such as 1s",
-				"hints: hints.ttl set, but hints.endpoint is not, so no hints are served; set hints.endpoint, such as 0.0.0.0:4320, or remove them",
 			},
 		},
 		{
@@ -138,8 +134,6 @@ func TestLoadConfig(t *testing.T) {
 				"decision_wait: 5ns must be at least 100ms; a bare number is read as nanoseconds; write a unit, such as 5s",
 				"flush_interval: 30ns must be at least 1s; a bare number is read as nanoseconds; write a unit, such as 30s",
 				"edge_model.half_life: 600ns must be 0 (observations never fade) or at least 1s; a bare number is read as nanoseconds; write a unit, such as 10m",
-				"hints.ttl: 30ns must be at least 1s; a bare number is read as nanoseconds; write a unit, such as 30s",
-				"hints.refresh: 1ns must be at least 100ms; a bare number is read as nanoseconds; write a unit, such as 1s",
 			},
 		},
 		{
@@ -149,7 +143,6 @@ func TestLoadConfig(t *testing.T) {
 				"decision_wait: 50ms must be at least 100ms, such as 5s",
 				"flush_interval: 500ms must be at least 1s, such as 30s",
 				"edge_model.half_life: 500ms must be 0 (observations never fade) or at least 1s, such as 10m",
-				"hints.refresh: 10ms must be at least 100ms, such as 1s",
 			},
 		},
 		{
@@ -187,9 +180,10 @@ func TestLoadConfig(t *testing.T) {
 			errs: []string{"attributes.peer_service: 9 names, but only the first 8 are read; keep at most 8, the most specific first"},
 		},
 		{
-			name: "hints keys without an endpoint",
-			id:   component.NewIDWithName(metadata.Type, "hints_without_endpoint"),
-			errs: []string{"hints: hints.read_timeout, hints.retry_budget.ratio, hints.ttl set, but hints.endpoint is not, so no hints are served; set hints.endpoint, such as 0.0.0.0:4320, or remove them"},
+			// Before v0.2.0 the processor served the hints itself.
+			name: "the processor's old hints section",
+			id:   component.NewIDWithName(metadata.Type, "legacy_hints"),
+			errs: []string{"hints: the processor no longer serves the hints; move the hints section (endpoint, tls, auth, ttl, refresh, retry_budget) to an errorownership_hints extension, list it under service.extensions, and name it here with hints_extension: errorownership_hints"},
 		},
 		{
 			name:         "misspelt key",
@@ -303,8 +297,8 @@ func TestConfigSchemaCoversEveryKey(t *testing.T) {
 			name, opts, _ := strings.Cut(tag, ",")
 			ft := f.Type
 			switch {
-			case opts == "squash" && ft == reflect.TypeOf(confighttp.ServerConfig{}):
-				continue // described by confighttp's own schema, which hints refers to
+			case name == "hints" && ft.Kind() == reflect.Map:
+				continue // the old section, read only to say where it went
 			case opts == "squash":
 				walk(prefix, ft)
 				continue

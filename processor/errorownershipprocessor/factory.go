@@ -31,7 +31,6 @@ func createDefaultConfig() component.Config {
 		FlushInterval: defaultFlushInterval,
 		EngineConfig:  EngineConfig(dependencyanalysis.DefaultConfig()),
 		Store:         configoptional.Default(store.DefaultConfig()),
-		Hints:         defaultHintsConfig(),
 	}
 }
 

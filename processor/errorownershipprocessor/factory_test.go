@@ -14,7 +14,6 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
-	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/metadata"
 	"github.com/errorownership/errorownership/store"
 )
@@ -36,11 +35,6 @@ func TestCreateDefaultConfig(t *testing.T) {
 	cfg := NewFactory().CreateDefaultConfig()
 	require.NoError(t, componenttest.CheckConfigStruct(cfg))
 	require.NoError(t, cfg.(*Config).Validate())
-	hints := cfg.(*Config).Hints
-	assert.Empty(t, hints.NetAddr.Endpoint, "hints are off until an endpoint is set")
-	assert.Equal(t, 30*time.Second, hints.TTL)
-	assert.Equal(t, time.Second, hints.Refresh)
-	assert.Equal(t, ownership.RetryBudget{Ratio: 0.1, MinRetriesPerSecond: 10}, hints.RetryBudget)
 	assert.Equal(t, &Config{
 		DecisionWait:  5 * time.Second,
 		MaxTraces:     50_000,
@@ -49,8 +43,8 @@ func TestCreateDefaultConfig(t *testing.T) {
 		FlushInterval: 30 * time.Second,
 		EngineConfig:  EngineConfig(dependencyanalysis.DefaultConfig()),
 		Store:         configoptional.Default(store.DefaultConfig()),
-		Hints:         hints,
 	}, cfg)
+	assert.Nil(t, cfg.(*Config).HintsExtension, "no hints are served until hints_extension names an extension")
 	assert.False(t, cfg.(*Config).Store.HasValue(), "no store until a store section is given")
 }
 

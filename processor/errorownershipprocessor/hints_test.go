@@ -20,13 +20,18 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configopaque"
+	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.opentelemetry.io/collector/processor"
 
 	"go.opentelemetry.io/otel/trace/noop"
 	"golang.org/x/sys/unix"
 
+	"github.com/errorownership/errorownership/extension/errorownershiphintsextension"
 	"github.com/errorownership/errorownership/hooks"
 	"github.com/errorownership/errorownership/hooks/hints"
 	"github.com/errorownership/errorownership/hooks/hookshttp"
@@ -42,24 +47,52 @@ func freeEndpoint(t testing.TB) string {
 	return l.Addr().String()
 }
 
-// serveHints starts a processor serving hints on a free loopback port.
+// startHintsExtension starts an errorownership_hints extension on a free
+// loopback port and returns the host that holds it, as a collector's
+// would, and the endpoint's base URL.
+func startHintsExtension(t testing.TB, mutate func(*errorownershiphintsextension.Config)) (host extensionHost, base string) {
+	t.Helper()
+	f := errorownershiphintsextension.NewFactory()
+	cfg := f.CreateDefaultConfig().(*errorownershiphintsextension.Config)
+	cfg.NetAddr.Endpoint = freeEndpoint(t)
+	if mutate != nil {
+		mutate(cfg)
+	}
+	require.NoError(t, cfg.Validate())
+	ctx := context.Background()
+	ext, err := f.Create(ctx, extensiontest.NewNopSettings(f.Type()), cfg)
+	require.NoError(t, err)
+	host = extensionHost{component.NewID(f.Type()): ext}
+	require.NoError(t, ext.Start(ctx, host))
+	t.Cleanup(func() { require.NoError(t, ext.Shutdown(ctx)) })
+	return host, "http://" + cfg.NetAddr.Endpoint
+}
+
+// extensionHost is a collector host with extensions.
+type extensionHost map[component.ID]component.Component
+
+func (h extensionHost) GetExtensions() map[component.ID]component.Component { return h }
+
+// serveHints starts a processor whose model an errorownership_hints
+// extension serves on a free loopback port, wired as the README wires them.
 func serveHints(t testing.TB, mutate func(*Config), opts ...func(*processor.Settings)) (base string, proc processor.Traces, tt *componenttest.Telemetry) {
 	t.Helper()
-	endpoint := freeEndpoint(t)
+	host, base := startHintsExtension(t, nil)
 	tt = componenttest.NewTelemetry()
 	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
 	cfg := testConfig(func(c *Config) {
 		c.DecisionWait = 10 * time.Millisecond
-		c.Hints.NetAddr.Endpoint = endpoint
+		id := component.MustNewID("errorownership_hints")
+		c.HintsExtension = &id
 		if mutate != nil {
 			mutate(c)
 		}
 	})
 	proc, _ = newTestProcessor(t, tt, cfg, new(consumertest.TracesSink), opts...)
 	ctx := context.Background()
-	require.NoError(t, proc.Start(ctx, componenttest.NewNopHost()))
+	require.NoError(t, proc.Start(ctx, host))
 	t.Cleanup(func() { require.NoError(t, proc.Shutdown(ctx)) })
-	return "http://" + endpoint, proc, tt
+	return base, proc, tt
 }
 
 // hintsProcessor starts a processor serving hints, feeds it the
@@ -180,44 +213,34 @@ func TestHintsReachTheHooks(t *testing.T) {
 	assert.Equal(t, ownership.ModeFailOpen, c.Mode("", "recommendations", ""), "by peer alone")
 }
 
-func TestHintsConfigValidate(t *testing.T) {
+// TestHintsExtensionMisnamed: a hints_extension that names no extension,
+// or another kind, fails Start with the fix.
+func TestHintsExtensionMisnamed(t *testing.T) {
+	other := component.MustNewID("health_check")
 	tests := []struct {
-		name   string
-		mutate func(*HintsConfig)
-		want   string
+		name string
+		id   string
+		host component.Host
+		want string
 	}{
-		{"defaults", func(*HintsConfig) {}, ""},
-		{"no ttl", func(h *HintsConfig) { h.TTL = 0 }, "hints.ttl: 0s must be positive, such as 30s"},
-		{"ttl too short", func(h *HintsConfig) { h.TTL = 500 * time.Millisecond }, "hints.ttl: 500ms must be at least 1s, such as 30s"},
-		{"refresh above ttl", func(h *HintsConfig) { h.Refresh = time.Hour }, "hints.refresh: 1h0m0s must be at most hints.ttl"},
-		{"ratio", func(h *HintsConfig) { h.RetryBudget.Ratio = 1.5 }, "hints.retry_budget.ratio: 1.5 must be between 0 and 1"},
-		{"negative floor", func(h *HintsConfig) { h.RetryBudget.MinRetriesPerSecond = -1 }, "hints.retry_budget.min_retries_per_second: -1 must be between 0 and 1000, such as 10"},
-		{"floor that is no budget", func(h *HintsConfig) { h.RetryBudget.MinRetriesPerSecond = 2000 }, "hints.retry_budget.min_retries_per_second: 2000 must be between 0 and 1000, such as 10"},
+		{"absent", "errorownership_hints", componenttest.NewNopHost(),
+			"hints_extension: no extension errorownership_hints in this collector; configure it under extensions and list it in service.extensions"},
+		{"another kind", "health_check", extensionHost{other: struct {
+			component.StartFunc
+			component.ShutdownFunc
+		}{}},
+			"hints_extension: health_check is not an errorownership_hints extension"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cfg := createDefaultConfig().(*Config)
-			tt.mutate(&cfg.Hints)
-			err := cfg.Validate()
-			if tt.want == "" {
-				assert.NoError(t, err)
-				return
-			}
-			assert.ErrorContains(t, err, tt.want)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tt := componenttest.NewTelemetry()
+			defer func() { require.NoError(t, tt.Shutdown(context.Background())) }()
+			id := component.MustNewID(tc.id)
+			proc, _ := newTestProcessor(t, tt, testConfig(func(c *Config) { c.HintsExtension = &id }), new(consumertest.TracesSink))
+			require.EqualError(t, proc.Start(context.Background(), tc.host), tc.want)
+			require.NoError(t, proc.Shutdown(context.Background()))
 		})
 	}
-}
-
-func TestHintsPortTaken(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	tt := componenttest.NewTelemetry()
-	defer tt.Shutdown(context.Background())
-	proc, _ := newTestProcessor(t, tt, testConfig(func(c *Config) { c.Hints.NetAddr.Endpoint = l.Addr().String() }), new(consumertest.TracesSink))
-	err = proc.Start(context.Background(), componenttest.NewNopHost())
-	require.ErrorContains(t, err, fmt.Sprintf("hints: cannot listen on %q", l.Addr().String()))
-	require.NoError(t, proc.Shutdown(context.Background()))
 }
 
 // BenchmarkHintsEndpoint loads the endpoint over loopback from 64
@@ -363,6 +386,18 @@ func TestLearnedFailOpenEdgeTurnsUnclaimIntoClaim(t *testing.T) {
 			dsn := pgtest.Start(t).DSN()
 			runProcessor(t, storeConfig(dsn), scenarioBatches(t, "coincidental"))
 			base, _, _ := serveHints(t, storeConfig(dsn))
+			return base
+		}},
+		{"from an extension reading the merged model, in a collector without the processor", func(t *testing.T) string {
+			dsn := pgtest.Start(t).DSN()
+			runProcessor(t, storeConfig(dsn), scenarioBatches(t, "coincidental"))
+			_, base := startHintsExtension(t, func(c *errorownershiphintsextension.Config) {
+				c.Store = configoptional.Some(errorownershiphintsextension.StoreConfig{
+					DSN:          configopaque.String(dsn),
+					ModelRefresh: time.Second,
+					EdgeModel:    testConfig(nil).Engine().EdgeModel,
+				})
+			})
 			return base
 		}},
 	}

@@ -18,9 +18,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
+	"github.com/errorownership/errorownership/internal/edges"
+	"github.com/errorownership/errorownership/internal/hintsserver"
+	"github.com/errorownership/errorownership/internal/status"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/buffer"
-	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/edges"
-	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/hintsserver"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/metadata"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/sink"
 	"github.com/errorownership/errorownership/store"
@@ -64,12 +65,18 @@ type ownershipProcessor struct {
 	scratch sync.Pool
 	// sink receives the statistics; nil without a store section.
 	sink sink.Sink
-	// store and storeSink write the statistics; nil without a store section.
+	// store and storeSink write the statistics; nil without a store
+	// section, and until start opens them.
 	store     *store.Store
 	storeSink *sink.Store
-	// hints serves the ownership hints; nil when hints.endpoint is empty.
-	hints *hintsserver.Server
-	set   component.TelemetrySettings
+	cfg       *Config
+	id        component.ID
+	// status reports the store's health to the collector, from start on.
+	status *status.Reporter
+	// stopHints ends the serving of the model by the hints extension; nil
+	// without hints_extension.
+	stopHints func()
+	set       component.TelemetrySettings
 	// auditLimit bounds the coincidental errors a bucket keeps per service
 	// (dependencyanalysis.Stats.AuditLimit).
 	auditLimit int
@@ -143,30 +150,10 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 	}
 	p.merged = p.newStats()
 	p.set = set.TelemetrySettings
+	p.cfg, p.id = cfg, set.ID
 	p.edges = edges.NewOwn(dependencyanalysis.NewEdgeModel(engine.EdgeModel, dependencyanalysis.WithClock(time.Now),
 		dependencyanalysis.WithParts(len(p.buffer.Shards()))),
-		p.symbols, &p.symbolsInUse, cfg.Hints.Refresh)
-	if cfg.Store.HasValue() {
-		scfg := *cfg.Store.Get()
-		st, err := store.Open(context.Background(), scfg)
-		if err != nil {
-			tb.Shutdown()
-			return nil, err
-		}
-		p.store = st
-		p.storeSink = sink.NewStore(st, set.Logger)
-		p.sink = p.storeSink
-		if err := p.storeSink.RegisterTelemetry(tb); err != nil {
-			tb.Shutdown()
-			st.Close()
-			return nil, err
-		}
-		p.storeModel = edges.NewStore(st, engine.EdgeModel, p.symbols, &p.symbolsInUse, scfg.ModelRefresh, set.Logger)
-		p.edges = p.storeModel
-	}
-	if cfg.Hints.NetAddr.Endpoint != "" {
-		p.hints = hintsserver.New(cfg.Hints.ServerConfig, cfg.Hints.TTL, cfg.Hints.RetryBudget, p.edges, set.Logger)
-	}
+		p.symbols, &p.symbolsInUse)
 	p.scratch.New = func() any {
 		return &scratch{ex: dependencyanalysis.NewExtractor(engine, p.symbols)}
 	}
@@ -281,23 +268,31 @@ func (p *ownershipProcessor) recovered(ctx context.Context, doing string, r any)
 		zap.String("while", doing), zap.String("panic", fmt.Sprint(r)), zap.Stack("stack"))
 }
 
-// start launches the workers, the flush ticker and the hints server.
+// start opens the store, hands the model to the hints extension, and
+// launches the workers and the flush ticker. A database that is down or
+// refuses the password does not fail it: the processor reports a
+// recoverable error, keeps the flushes in memory within
+// store.max_pending_rows, and reports OK again once it can write.
 func (p *ownershipProcessor) start(ctx context.Context, host component.Host) error {
 	p.lifecycle.Lock()
 	defer p.lifecycle.Unlock()
 	if p.started || p.stopped.Load() {
 		return nil
 	}
+	p.status = status.New(host)
+	if err := p.openStore(ctx); err != nil {
+		return err
+	}
+	if err := p.serveHints(host); err != nil {
+		p.closeStore()
+		return err
+	}
 	if p.storeSink != nil {
 		if err := p.storeSink.Writer.Start(ctx); err != nil {
+			p.closeStore()
 			return err
 		}
 		p.logger.Info("Writing error-ownership statistics", zap.Stringer("store", p.store))
-	}
-	if p.hints != nil {
-		if err := p.hints.Start(ctx, host, p.set); err != nil {
-			return err
-		}
 	}
 	if p.storeModel != nil {
 		p.storeModel.Start()
@@ -318,6 +313,62 @@ func (p *ownershipProcessor) start(ctx context.Context, host component.Host) err
 	return nil
 }
 
+// openStore opens the store of the store section, if any: the writer of
+// the statistics and the merged model the verdicts read.
+func (p *ownershipProcessor) openStore(ctx context.Context) error {
+	if !p.cfg.Store.HasValue() {
+		return nil
+	}
+	scfg := *p.cfg.Store.Get()
+	st, err := store.Open(ctx, scfg)
+	if err != nil {
+		return err
+	}
+	p.store = st
+	p.storeSink = sink.NewStore(st, p.logger, store.WithStatus(func(err error) {
+		p.status.Set("writing statistics to the store", err)
+	}))
+	if err := p.storeSink.RegisterTelemetry(p.telemetry); err != nil {
+		st.Close()
+		return err
+	}
+	p.sink = p.storeSink
+	p.storeModel = edges.NewStore(st, p.cfg.Engine().EdgeModel, p.symbols, &p.symbolsInUse, scfg.ModelRefresh, p.logger)
+	p.storeModel.OnRead(func(err error) { p.status.Set("reading the edge model from the store", err) })
+	p.edges = p.storeModel
+	return nil
+}
+
+// closeStore closes what openStore opened, when start fails after it.
+func (p *ownershipProcessor) closeStore() {
+	if p.store != nil {
+		p.store.Close()
+	}
+}
+
+// serveHints hands the model to the errorownership_hints extension that
+// hints_extension names, found among the host's extensions.
+func (p *ownershipProcessor) serveHints(host component.Host) error {
+	id := p.cfg.HintsExtension
+	if id == nil {
+		return nil
+	}
+	ext, ok := host.GetExtensions()[*id]
+	if !ok {
+		return fmt.Errorf("hints_extension: no extension %s in this collector; configure it under extensions and list it in service.extensions", id)
+	}
+	reg, ok := ext.(hintsserver.Registry)
+	if !ok {
+		return fmt.Errorf("hints_extension: %s is not an errorownership_hints extension", id)
+	}
+	stop, err := reg.ServeModelOf(p.id, p.edges)
+	if err != nil {
+		return err
+	}
+	p.stopHints = stop
+	return nil
+}
+
 // shutdown stops buffering, analyses everything buffered, flushes the
 // statistics and waits for every goroutine. It may be called more than
 // once, and without start.
@@ -327,18 +378,11 @@ func (p *ownershipProcessor) shutdown(ctx context.Context) error {
 	if p.stopped.Swap(true) {
 		return nil
 	}
-	var hintsErr error
-	if p.hints != nil {
-		// A request in flight may be waiting for the database; the
-		// collector's ctx has no deadline, so the store's bound applies
-		// (its default without a store).
-		timeout := store.DefaultConfig().ShutdownTimeout
-		if p.store != nil {
-			timeout = p.store.Config().ShutdownTimeout
-		}
-		hctx, cancel := context.WithTimeout(ctx, timeout)
-		hintsErr = p.hints.Shutdown(hctx)
-		cancel()
+	if p.stopHints != nil {
+		p.stopHints()
+	}
+	if p.status != nil {
+		p.status.Stop()
 	}
 	if p.storeModel != nil {
 		p.storeModel.Shutdown()
@@ -376,7 +420,7 @@ func (p *ownershipProcessor) shutdown(ctx context.Context) error {
 		p.store.Close()
 	}
 	p.telemetry.Shutdown()
-	return errors.Join(err, hintsErr, storeErr)
+	return errors.Join(err, storeErr)
 }
 
 // loop calls work until it returns. A panic in the buffer code is

@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/config/configopaque"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer/consumertest"
@@ -34,7 +37,7 @@ import (
 func storeConfig(dsn string) func(*Config) {
 	return func(c *Config) {
 		sc := store.DefaultConfig()
-		sc.DSN = dsn
+		sc.DSN = configopaque.String(dsn)
 		c.Store = configoptional.Some(sc)
 	}
 }
@@ -58,7 +61,7 @@ func runProcessor(t *testing.T, mutate func(*Config), batches []ptrace.Traces) {
 func openStore(t *testing.T, dsn string) *store.Store {
 	t.Helper()
 	cfg := store.DefaultConfig()
-	cfg.DSN = dsn
+	cfg.DSN = configopaque.String(dsn)
 	st, err := store.Open(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
@@ -250,18 +253,18 @@ func checkLogsHidePassword(t *testing.T, logs *observer.ObservedLogs) {
 func TestShutdownBoundedWithTheDatabaseHanging(t *testing.T) {
 	port := pgtest.Unresponsive(t)
 	core, logs := observer.New(zap.InfoLevel)
-	endpoint := freeEndpoint(t)
+	host, base := startHintsExtension(t, nil)
 	tt := componenttest.NewTelemetry()
 	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
 	proc, p := newTestProcessor(t, tt, testConfig(func(c *Config) {
 		storeConfig(fmt.Sprintf("postgres://collector:%s@127.0.0.1:%d/stats?sslmode=disable", testPassword, port))(c)
 		c.Store.Get().ShutdownTimeout = 200 * time.Millisecond
 		c.Store.Get().WriteTimeout = time.Second
-		c.Hints.NetAddr.Endpoint = endpoint
+		id := component.MustNewID("errorownership_hints")
+		c.HintsExtension = &id
 	}), new(consumertest.TracesSink), func(set *processor.Settings) { set.Logger = zap.New(core) })
 	ctx := context.Background()
-	require.NoError(t, proc.Start(ctx, componenttest.NewNopHost()))
-	base := "http://" + endpoint
+	require.NoError(t, proc.Start(ctx, host))
 	require.NoError(t, proc.ConsumeTraces(ctx, scenarioBatches(t, "http_4xx")[0]))
 
 	// A hints request that waits for the database.

@@ -22,7 +22,7 @@ func SmallDisk(tb testing.TB, size int) (dir string, ok bool) {
 	}
 	// Under the temporary directory itself, not a test's private one,
 	// which the server's user could not enter.
-	mnt, err := os.MkdirTemp("", "pgtest-disk-")
+	mnt, err := os.MkdirTemp("", "pgtest-disk-") //nolint:usetesting // tb.TempDir's parent is private to us; the server's user must enter this one
 	if err != nil {
 		tb.Fatalf("pgtest: %v", err)
 	}

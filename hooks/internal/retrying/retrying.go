@@ -103,10 +103,6 @@ func lenOf(m *map[string]*hooks.Budget) int {
 	return len(*m)
 }
 
-// Backoff is jittered exponential backoff: retry n (1 for the first) waits
-// a uniformly random time in [d/2, d] where d = min(Max, Initial × 2^(n−1)).
-// Half the delay is jitter, so retries of many clients spread out, and the
-// other half keeps a retry from following its failure at once.
 // Settings are the retry settings the HTTP and gRPC hooks share; each
 // package's config embeds them and its options set them.
 type Settings struct {
@@ -131,6 +127,10 @@ func DefaultSettings() Settings {
 // NewBudgets returns the per-peer budgets these settings call for.
 func (s *Settings) NewBudgets() Budgets { return Budgets{Shared: s.Budget, Hints: s.Hints} }
 
+// Backoff is jittered exponential backoff: retry n (1 for the first) waits
+// a uniformly random time in [d/2, d] where d = min(Max, Initial × 2^(n−1)).
+// Half the delay is jitter, so retries of many clients spread out, and the
+// other half keeps a retry from following its failure at once.
 type Backoff struct {
 	Initial, Max time.Duration
 }
@@ -146,7 +146,7 @@ func (b Backoff) Delay(n int) time.Duration {
 		return 0
 	}
 	half := d / 2
-	return half + rand.N(d-half+1)
+	return half + rand.N(d-half+1) //nolint:gosec // G404: jitter spreads retries out; it needs no unpredictability
 }
 
 // Fits reports whether waiting d still leaves time before ctx's deadline:

@@ -37,7 +37,7 @@ type Timings struct {
 // edge model's counts are whole numbers that compare exactly. The audit is
 // unbounded because its bound applies per replica: a fleet of n replicas
 // keeps up to n times as many entries as one gateway.
-func processorSection(t Timings, dsn, hintsAddr string) string {
+func processorSection(t Timings, dsn string) string {
 	return fmt.Sprintf(`    decision_wait: %v
     flush_interval: 1s
     edge_model:
@@ -47,9 +47,15 @@ func processorSection(t Timings, dsn, hintsAddr string) string {
       bucket: 1s
       model_refresh: 1s
       audit_per_service_per_minute: 0
-    hints:
-      endpoint: %s
-      ttl: 2s`, t.DecisionWait, strings.ReplaceAll(dsn, "'", "''"), hintsAddr)
+    hints_extension: errorownership_hints`, t.DecisionWait, strings.ReplaceAll(dsn, "'", "''"))
+}
+
+// hintsSection is the errorownership_hints extension of an analysing
+// collector, indented by two spaces under extensions.
+func hintsSection(hintsAddr string) string {
+	return fmt.Sprintf(`  errorownership_hints:
+    endpoint: %s
+    ttl: 2s`, hintsAddr)
 }
 
 // telemetrySection serves the collector's own telemetry on a port of its own.
@@ -126,12 +132,13 @@ func (l *launcher) gateway(ctx context.Context, name, dsn string) (*Collector, e
 	if err != nil {
 		return nil, err
 	}
-	override := otlpIn(p) + fmt.Sprintf(`processors:
+	override := otlpIn(p) + hintsSection(p.hints) + fmt.Sprintf(`
+processors:
   errorownership:
 %s
 service:
 %s
-`, processorSection(l.timings, dsn, p.hints), telemetrySection(p.metrics))
+`, processorSection(l.timings, dsn), telemetrySection(p.metrics))
 	proc, err := l.start(ctx, name, gatewayConfig, override, p)
 	if err != nil {
 		return nil, err
@@ -188,6 +195,7 @@ func (l *launcher) analysis(ctx context.Context, name, broker, dsn string) (*Col
 	override := fmt.Sprintf(`extensions:
   health_check:
     endpoint: %s
+%s
 receivers:
   kafka:
     brokers: [%s]
@@ -203,7 +211,7 @@ service:
   pipelines:
     traces:
       exporters: [file]
-`, p.health, broker, processorSection(l.timings, dsn, p.hints), exported, telemetrySection(p.metrics))
+`, p.health, hintsSection(p.hints), broker, processorSection(l.timings, dsn), exported, telemetrySection(p.metrics))
 	proc, err := l.start(ctx, name, analysisConfig, override, p)
 	if err != nil {
 		return nil, err

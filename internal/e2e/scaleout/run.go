@@ -719,7 +719,7 @@ func (r *run) waitHints(ctx context.Context, keep *Phase) error {
 					}
 					select {
 					case <-ctx.Done():
-						return fmt.Errorf("%s never served %s the hints of its store's edge model (%v)", c.Name(), svc, errors.Join(err, ctx.Err()))
+						return fmt.Errorf("%s never served %s the hints of its store's edge model (%w)", c.Name(), svc, errors.Join(err, ctx.Err()))
 					case <-time.After(100 * time.Millisecond):
 					}
 				}

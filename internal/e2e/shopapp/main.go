@@ -90,9 +90,9 @@ func run(ctx context.Context, role, listen, hintsURL, checkoutURL, paymentsURL, 
 	// Step 2: the hints, for the service's own service.name.
 	h := hints.Start(ctx, hintsURL, os.Getenv("OTEL_SERVICE_NAME"))
 
-	s := &shop{faults: rand.New(rand.NewPCG(seed, 7)), rate: fault}
+	s := &shop{faults: rand.New(rand.NewPCG(seed, 7)), rate: fault} //nolint:gosec // G404: seeded faults, so that a run can be repeated
 	if truthFile != "" {
-		f, err := os.OpenFile(truthFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		f, err := os.OpenFile(truthFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644) //nolint:gosec // G304: the file the test named with the truth flag
 		if err != nil {
 			return err
 		}
@@ -143,7 +143,7 @@ func run(ctx context.Context, role, listen, hintsURL, checkoutURL, paymentsURL, 
 		Handler:           otelhttp.NewHandler(hookshttp.Middleware(mux, hookshttp.WithHints(h)), role),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
-	go func() { <-ctx.Done(); _ = srv.Shutdown(context.Background()) }()
+	go func() { <-ctx.Done(); _ = srv.Shutdown(context.WithoutCancel(ctx)) }()
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
@@ -180,11 +180,11 @@ func (s *shop) record(ctx context.Context, rec truth.Record) {
 
 // get calls url with the request's context and reports whether it failed.
 func (s *shop) get(ctx context.Context, url string) (*http.Response, bool) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil) //nolint:gosec // G704: url is a fellow shop service's, from this process's flags
 	if err != nil {
 		return nil, true
 	}
-	res, err := s.http.Do(req)
+	res, err := s.http.Do(req) //nolint:gosec // G704: as for the request: a fellow shop service's URL
 	if err != nil {
 		return nil, true
 	}

@@ -21,8 +21,8 @@ type Store struct {
 }
 
 // NewStore writes to st, logging the writer's failures to logger.
-func NewStore(st *store.Store, logger *zap.Logger) *Store {
-	return &Store{Writer: store.NewWriter(st, store.WithLogger(logger))}
+func NewStore(st *store.Store, logger *zap.Logger, opts ...store.WriterOption) *Store {
+	return &Store{Writer: store.NewWriter(st, append([]store.WriterOption{store.WithLogger(logger)}, opts...)...)}
 }
 
 // Flush queues the bucket; the writer turns it into rows before it

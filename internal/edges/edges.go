@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -59,6 +60,15 @@ func newView(at time.Time) *View {
 	return &View{At: at, edges: make(map[string][]ownership.HintEdge)}
 }
 
+// NewViewOf returns a view read at at with the given edges by calling
+// service, which it keeps and sorts: a model that is not one of this
+// package's (a test's, say) gives its views so.
+func NewViewOf(at time.Time, edges map[string][]ownership.HintEdge) *View {
+	v := &View{At: at, edges: edges}
+	v.sort()
+	return v
+}
+
 // Edges returns the edges of the calling service, sorted by operation,
 // peer service and peer operation; nil when it has none.
 func (v *View) Edges(service string) []ownership.HintEdge { return v.edges[service] }
@@ -78,23 +88,18 @@ func (v *View) sort() {
 }
 
 // Own is the processor's own edge model, learned from the traces it
-// analyses: the model without a store. Its view is rebuilt at most once per
-// refresh, whatever the number of hints requests.
+// analyses: the model without a store. Each View builds the view anew;
+// Every bounds how often.
 type Own struct {
-	model   *dependencyanalysis.EdgeModel
-	names   *dependencyanalysis.Symbols
-	inUse   RLocker
-	refresh time.Duration
-	now     func() time.Time
-
-	rebuild sync.Mutex // one rebuild at a time; the others wait for it
-	current atomic.Pointer[View]
+	model *dependencyanalysis.EdgeModel
+	names *dependencyanalysis.Symbols
+	inUse RLocker
+	now   func() time.Time
 }
 
-// NewOwn returns model as the processor's model, its names in names,
-// viewed anew at most once per refresh.
-func NewOwn(model *dependencyanalysis.EdgeModel, names *dependencyanalysis.Symbols, inUse RLocker, refresh time.Duration) *Own {
-	return &Own{model: model, names: names, inUse: inUse, refresh: refresh, now: time.Now}
+// NewOwn returns model as the processor's model, its names in names.
+func NewOwn(model *dependencyanalysis.EdgeModel, names *dependencyanalysis.Symbols, inUse RLocker) *Own {
+	return &Own{model: model, names: names, inUse: inUse, now: time.Now}
 }
 
 // EdgeModel returns the model that learns.
@@ -109,25 +114,9 @@ func (m *Own) Modes() dependencyanalysis.Modes { return m.model }
 // Symbols keeps the model's symbols.
 func (m *Own) Symbols(keep func(dependencyanalysis.Symbol)) { m.model.Symbols(keep) }
 
-func (m *Own) fresh(now time.Time) *View {
-	if v := m.current.Load(); v != nil && now.Sub(v.At) < m.refresh {
-		return v
-	}
-	return nil
-}
-
-// View returns the model's view, rebuilding it once it is refresh old.
+// View builds the model's view now.
 func (m *Own) View(context.Context) (*View, error) {
-	if v := m.fresh(m.now()); v != nil {
-		return v, nil
-	}
-	m.rebuild.Lock()
-	defer m.rebuild.Unlock()
-	now := m.now()
-	if v := m.fresh(now); v != nil {
-		return v, nil // built while this one waited
-	}
-	v := newView(now)
+	v := newView(m.now())
 	// The names are resolved before a sweep could free them.
 	m.inUse.RLock()
 	m.model.Edges(func(k dependencyanalysis.EdgeKey, est dependencyanalysis.Estimate, addrs []dependencyanalysis.Symbol) {
@@ -141,7 +130,51 @@ func (m *Own) View(context.Context) (*View, error) {
 	})
 	m.inUse.RUnlock()
 	v.sort()
-	m.current.Store(v)
+	return v, nil
+}
+
+// Viewer is what gives a View: a Model, or what serves one.
+type Viewer interface {
+	View(ctx context.Context) (*View, error)
+}
+
+// Every returns v's views, each reused until it is refresh old, so that a
+// thousand hints requests a second cost one build a second whatever the
+// number of callers: the others wait for the build in progress.
+func Every(v Viewer, refresh time.Duration) Viewer {
+	return &every{src: v, refresh: refresh, now: time.Now}
+}
+
+type every struct {
+	src     Viewer
+	refresh time.Duration
+	now     func() time.Time
+
+	rebuild sync.Mutex // one rebuild at a time; the others wait for it
+	current atomic.Pointer[View]
+}
+
+func (e *every) fresh(now time.Time) *View {
+	if v := e.current.Load(); v != nil && now.Sub(v.At) < e.refresh {
+		return v
+	}
+	return nil
+}
+
+func (e *every) View(ctx context.Context) (*View, error) {
+	if v := e.fresh(e.now()); v != nil {
+		return v, nil
+	}
+	e.rebuild.Lock()
+	defer e.rebuild.Unlock()
+	if v := e.fresh(e.now()); v != nil {
+		return v, nil // built while this one waited
+	}
+	v, err := e.src.View(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e.current.Store(v)
 	return v, nil
 }
 
@@ -151,10 +184,13 @@ func (m *Own) View(context.Context) (*View, error) {
 type Store struct {
 	store    *store.Store
 	cfg      dependencyanalysis.ModelConfig
-	names    *dependencyanalysis.Symbols
+	names    *dependencyanalysis.Symbols // nil: views only, no modes
 	inUse    RLocker
 	interval time.Duration
 	logger   *zap.Logger
+	// onRead, if set, is told the outcome of every read in the
+	// background: the component reports its status by it.
+	onRead func(error)
 
 	table   atomic.Pointer[dependencyanalysis.ModeTable]
 	current atomic.Pointer[View]
@@ -175,12 +211,18 @@ type Store struct {
 var ErrNoModelYet = errors.New("the edge model has not been read from the store yet")
 
 // NewStore returns the model merged in st, judged by cfg, read every
-// interval once started; names map it onto the processor's symbols.
+// interval once started; names map it onto the processor's symbols. With
+// names nil the model is read for its views alone (the hints extension's),
+// and Modes stays empty.
 func NewStore(st *store.Store, cfg dependencyanalysis.ModelConfig, names *dependencyanalysis.Symbols, inUse RLocker, interval time.Duration, logger *zap.Logger) *Store {
 	m := &Store{store: st, cfg: cfg, names: names, inUse: inUse, interval: interval, logger: logger}
 	m.running, m.stop = context.WithCancel(context.Background())
 	return m
 }
+
+// OnRead has f told the outcome of each background read, nil for a
+// success, from the goroutine that reads. It must be called before Start.
+func (m *Store) OnRead(f func(error)) { m.onRead = f }
 
 // Observe does nothing: the flushes teach this model, through the store.
 func (m *Store) Observe(int, *dependencyanalysis.Trace) {}
@@ -257,8 +299,12 @@ func (m *Store) Start() {
 			// The timeout bounds a read stuck on a database that stopped
 			// answering, so that the next one is tried.
 			ctx, cancel := context.WithTimeout(running, m.interval)
-			ok := m.Read(ctx)
+			err := m.read(ctx)
 			cancel()
+			ok := err == nil
+			if m.onRead != nil && running.Err() == nil {
+				m.onRead(err)
+			}
 			if ok {
 				retry = time.Second
 				t.Reset(m.interval)
@@ -281,23 +327,34 @@ func (m *Store) Shutdown() {
 
 // Read loads the merged model and publishes it for the verdicts and the
 // hints, and reports whether it could.
-func (m *Store) Read(ctx context.Context) bool {
+func (m *Store) Read(ctx context.Context) bool { return m.read(ctx) == nil }
+
+func (m *Store) read(ctx context.Context) error {
 	now := time.Now()
 	est, err := m.store.EdgeModel(ctx, now.Add(-store.ModelWindow(m.cfg.HalfLife)), m.cfg.HalfLife, m.cfg)
 	if err != nil {
 		if errors.Is(ctx.Err(), context.Canceled) {
-			return false // shutting down, or the hints request went away
+			return err // shutting down, or the hints request went away
 		}
 		if !m.failing.Swap(true) {
 			m.logger.Warn("Cannot read the edge model from the store; verdicts and hints keep the last one read",
 				zap.Error(err))
 		}
-		return false
+		return fmt.Errorf("reading the edge model from the store: %w", err)
 	}
 	if m.failing.Swap(false) {
 		m.logger.Info("Reading the edge model from the store again")
 	}
 	v := newView(now)
+	if m.names == nil {
+		for i := range est {
+			e := &est[i]
+			v.add(e.Service, e.HintEdge(e.Operation, e.PeerService, e.PeerOperation, e.PeerAddresses))
+		}
+		v.sort()
+		m.current.Store(v)
+		return nil
+	}
 	table := make(dependencyanalysis.ModeTable)
 	// Only edges with a mode go in the table (absent is unknown). Their
 	// names are interned, seen here before or not: a replica that has just
@@ -319,7 +376,7 @@ func (m *Store) Read(ctx context.Context) bool {
 	m.inUse.RUnlock()
 	v.sort()
 	m.current.Store(v)
-	return true
+	return nil
 }
 
 func (m *Store) key(e *store.EdgeEstimate) (dependencyanalysis.EdgeKey, bool) {

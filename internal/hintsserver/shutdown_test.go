@@ -15,8 +15,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/errorownership/errorownership/internal/edges"
 	"github.com/errorownership/errorownership/ownership"
-	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/edges"
 )
 
 // slowSource answers after a while, as a store being read does.

@@ -1,7 +1,7 @@
 // Package hintsserver serves the ownership hints (docs/design.md §9.3):
-// GET /v1/hints?service=NAME, from a view of the processor's edge model, on
-// a confighttp server, so that TLS and the collector's authenticator
-// extensions apply.
+// GET /v1/hints?service=NAME, from a view of an edge model, on a confighttp
+// server, so that TLS and the collector's authenticator extensions apply.
+// The errorownership_hints extension runs it.
 package hintsserver
 
 import (
@@ -22,11 +22,12 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/errorownership/errorownership/ownership"
-	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/edges"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.uber.org/zap"
+
+	"github.com/errorownership/errorownership/internal/edges"
+	"github.com/errorownership/errorownership/ownership"
 )
 
 // maxServiceName bounds the service parameter: service names are short,
@@ -40,11 +41,18 @@ const maxServiceName = 255
 const maxHeaderBytes = 64 << 10
 
 // Source gives the view of the edge model the hints are served from.
-type Source interface {
-	View(ctx context.Context) (*edges.View, error)
+type Source = edges.Viewer
+
+// Registry is what the errorownership_hints extension offers the
+// errorownership processor that names it (hints_extension), which finds it
+// among the host's extensions, as exporters find a storage extension.
+type Registry interface {
+	// ServeModelOf serves the model v of processor id until stop is
+	// called; it fails if the extension serves another model.
+	ServeModelOf(id component.ID, v edges.Viewer) (stop func(), err error)
 }
 
-// Server serves each service its hints from the processor's edge model,
+// Server serves each service its hints from an edge model,
 // encoding each service's answer once per view of the model.
 type Server struct {
 	http confighttp.ServerConfig
@@ -113,7 +121,7 @@ func (h *Server) Start(ctx context.Context, host component.Host, set component.T
 // Shutdown stops the server and waits until every request in flight is
 // answered, or ctx ends; then it closes the connections still open, which
 // cancels their requests' contexts: a request waiting for a database that
-// does not answer must not hold the processor's shutdown. Connections that
+// does not answer must not hold the collector's shutdown. Connections that
 // are open but never sent a request are closed at once: net/http would
 // wait up to five seconds for each, as long as the whole shutdown may take.
 func (h *Server) Shutdown(ctx context.Context) error {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/config/configopaque"
+
 	"go.uber.org/zap"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
@@ -20,7 +22,7 @@ import (
 // its own context ends rather than queueing behind the others' reads.
 func TestStoreViewSharesOneRead(t *testing.T) {
 	cfg := store.DefaultConfig()
-	cfg.DSN = fmt.Sprintf("postgres://collector@127.0.0.1:%d/stats?sslmode=disable&connect_timeout=30", pgtest.Unresponsive(t))
+	cfg.DSN = configopaque.String(fmt.Sprintf("postgres://collector@127.0.0.1:%d/stats?sslmode=disable&connect_timeout=30", pgtest.Unresponsive(t)))
 	st, err := store.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

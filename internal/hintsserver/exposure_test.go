@@ -25,8 +25,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
+	"github.com/errorownership/errorownership/internal/edges"
 	"github.com/errorownership/errorownership/ownership"
-	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/edges"
 )
 
 // marker is in every hostile part of the requests below: no answer may
@@ -67,7 +67,7 @@ func serve(t *testing.T, source Source, cfg confighttp.ServerConfig, extensions 
 	t.Helper()
 	if source == nil {
 		source = edges.NewOwn(dependencyanalysis.NewEdgeModel(dependencyanalysis.DefaultConfig().EdgeModel),
-			dependencyanalysis.NewSymbols(1<<10), new(sync.RWMutex), time.Second)
+			dependencyanalysis.NewSymbols(1<<10), new(sync.RWMutex))
 	}
 	cfg.NetAddr.Endpoint = "127.0.0.1:0"
 	core, logs := observer.New(zap.InfoLevel)

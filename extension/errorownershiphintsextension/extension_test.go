@@ -1,0 +1,134 @@
+package errorownershiphintsextension
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/extension/extensiontest"
+
+	"github.com/errorownership/errorownership/internal/edges"
+	"github.com/errorownership/errorownership/internal/hintsserver"
+	"github.com/errorownership/errorownership/ownership"
+)
+
+// start runs the extension on a free loopback port and returns it and the
+// endpoint's base URL.
+func start(t *testing.T, mutate func(*Config)) (*hintsExtension, string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	cfg := createDefaultConfig().(*Config)
+	cfg.NetAddr.Endpoint = addr
+	if mutate != nil {
+		mutate(cfg)
+	}
+	require.NoError(t, cfg.Validate())
+	set := extensiontest.NewNopSettings(NewFactory().Type())
+	set.ID = component.NewID(NewFactory().Type())
+	ext, err := NewFactory().Create(context.Background(), set, cfg)
+	require.NoError(t, err)
+	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, ext.Shutdown(context.Background())) })
+	return ext.(*hintsExtension), "http://" + addr
+}
+
+func get(t *testing.T, base, service string) (int, ownership.Hints) {
+	t.Helper()
+	res, err := http.Get(base + ownership.HintsPath + "?service=" + service)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	var doc ownership.Hints
+	if res.StatusCode == http.StatusOK {
+		require.NoError(t, json.NewDecoder(res.Body).Decode(&doc))
+	}
+	return res.StatusCode, doc
+}
+
+// fixedModel is a model with one fail-open edge of checkout's.
+type fixedModel struct{ builds int }
+
+func (m *fixedModel) View(context.Context) (*edges.View, error) {
+	m.builds++
+	return edges.NewViewOf(time.Now(), map[string][]ownership.HintEdge{
+		"checkout": {{Operation: "POST /checkout", PeerService: "recommendations", PeerOperation: "GET /recommendations", Mode: ownership.ModeFailOpen}},
+	}), nil
+}
+
+func TestServesTheModelOfTheProcessorThatNamesIt(t *testing.T) {
+	ext, base := start(t, func(c *Config) { c.TTL, c.Refresh = time.Hour, time.Hour })
+	code, _ := get(t, base, "checkout")
+	assert.Equal(t, http.StatusServiceUnavailable, code, "no model before a processor names the extension")
+
+	var reg hintsserver.Registry = ext
+	proc := component.MustNewID("errorownership")
+	model := &fixedModel{}
+	stop, err := reg.ServeModelOf(proc, model)
+	require.NoError(t, err)
+	for range 3 {
+		code, doc := get(t, base, "checkout")
+		require.Equal(t, http.StatusOK, code)
+		require.Len(t, doc.Edges, 1)
+		assert.Equal(t, ownership.ModeFailOpen, doc.Edges[0].Mode)
+	}
+	assert.Equal(t, 1, model.builds, "the view is reused for refresh")
+
+	_, err = reg.ServeModelOf(component.MustNewIDWithName("errorownership", "second"), &fixedModel{})
+	require.EqualError(t, err, "hints_extension: errorownership_hints already serves the model of errorownership; give errorownership/second an errorownership_hints extension of its own, such as errorownership_hints/second")
+
+	stop()
+	code, _ = get(t, base, "checkout")
+	assert.Equal(t, http.StatusServiceUnavailable, code, "no model once the processor stopped")
+	_, err = reg.ServeModelOf(proc, model)
+	require.NoError(t, err, "a processor started again may serve its model again")
+}
+
+func TestWithAStoreServesNoProcessorsModel(t *testing.T) {
+	ext, _ := start(t, func(c *Config) {
+		sc := defaultStoreConfig()
+		sc.DSN = "host=/nonexistent dbname=x user=x"
+		c.Store = configoptional.Some(sc)
+	})
+	_, err := ext.ServeModelOf(component.MustNewID("errorownership"), &fixedModel{})
+	require.EqualError(t, err, "hints_extension: errorownership_hints serves the edge model merged in its store; remove hints_extension from errorownership, or the store section from errorownership_hints")
+}
+
+func TestPortTaken(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	cfg := createDefaultConfig().(*Config)
+	cfg.NetAddr.Endpoint = l.Addr().String()
+	ext, err := NewFactory().Create(context.Background(), extensiontest.NewNopSettings(NewFactory().Type()), cfg)
+	require.NoError(t, err)
+	require.ErrorContains(t, ext.Start(context.Background(), componenttest.NewNopHost()), "hints: cannot listen on "+`"`+l.Addr().String()+`"`)
+	require.NoError(t, ext.Shutdown(context.Background()))
+}
+
+func TestLifecycle(t *testing.T) {
+	f := NewFactory()
+	assert.Equal(t, "errorownership_hints", f.Type().String())
+	assert.Equal(t, component.StabilityLevelAlpha, f.Stability())
+	cfg := f.CreateDefaultConfig().(*Config)
+	cfg.NetAddr.Endpoint = "127.0.0.1:0"
+	require.NoError(t, componenttest.CheckConfigStruct(cfg))
+	for range 2 { // started and shut down twice, as the collector may on a reload
+		ext, err := f.Create(context.Background(), extensiontest.NewNopSettings(f.Type()), cfg)
+		require.NoError(t, err)
+		require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
+		require.NoError(t, ext.Shutdown(context.Background()))
+	}
+	ext, err := f.Create(context.Background(), extensiontest.NewNopSettings(f.Type()), cfg)
+	require.NoError(t, err)
+	require.NoError(t, ext.Shutdown(context.Background()), "shut down without being started")
+}

@@ -1,0 +1,131 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/errorownership/errorownership/store/pgtest"
+)
+
+// healthConfig is a collector whose processor and hints extension both
+// read a store, with healthcheckv2 showing component status: %[1]s the
+// health_check address (readiness, as startConfigured waits for it), %[2]s
+// healthcheckv2's, %[3]s the OTLP/HTTP address, %[4]s the hints', %[5]s the
+// store's DSN, %[6]d the telemetry port.
+const healthConfig = `
+extensions:
+  health_check:
+    endpoint: %[1]s
+  healthcheckv2:
+    use_v2: true
+    component_health:
+      include_recoverable_errors: true
+      recovery_duration: 1s
+    http:
+      endpoint: %[2]s
+      status:
+        enabled: true
+        path: /health/status
+  errorownership_hints:
+    endpoint: %[4]s
+    store:
+      dsn: '%[5]s'
+      model_refresh: 1s
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: %[3]s
+processors:
+  errorownership:
+    decision_wait: 300ms
+    flush_interval: 1s
+    hints_extension: errorownership_hints
+    store:
+      dsn: '%[5]s'
+      model_refresh: 1s
+exporters:
+  debug:
+    verbosity: basic
+service:
+  extensions: [health_check, healthcheckv2, errorownership_hints]
+  telemetry:
+    metrics:
+      readers:
+        - pull:
+            exporter:
+              prometheus:
+                host: 127.0.0.1
+                port: %[6]d
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [errorownership]
+      exporters: [debug]
+`
+
+// TestHealthShowsTheStore runs the built collector against a PostgreSQL
+// server that checks passwords, with the wrong one in the DSN: a
+// status-aware health check (healthcheckv2) reports the store's error
+// within 10 s, and OK again once the role's password is changed to the one
+// the collector sends, without a restart.
+func TestHealthShowsTheStore(t *testing.T) {
+	bin := buildCollector(t)
+	cluster := pgtest.StartWith(t, pgtest.Options{ListenAddresses: "127.0.0.1", PasswordAuth: true})
+	ctx := context.Background()
+	require.NoError(t, cluster.Exec(ctx, "CREATE ROLE collector LOGIN PASSWORD 'not-the-one-configured'"))
+	require.NoError(t, cluster.Exec(ctx, "CREATE DATABASE stats OWNER collector"))
+	dsn := fmt.Sprintf("postgres://collector:%s@127.0.0.1:%d/stats?sslmode=disable", testPassword, cluster.Port())
+
+	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }
+	healthAddr, statusAddr, metricsPort := addr(), addr(), freePort(t)
+	statusURL := "http://" + statusAddr + "/health/status"
+	config := fmt.Sprintf(healthConfig, healthAddr, statusAddr, addr(), addr(), dsn, metricsPort)
+	started := time.Now()
+	c := startConfigured(t, bin, config, healthAddr, fmt.Sprintf("127.0.0.1:%d", metricsPort))
+
+	status := func() (int, string) {
+		res, err := http.Get(statusURL)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(body)
+	}
+	var code int
+	var body string
+	require.Eventually(t, func() bool {
+		code, body = status()
+		return code != http.StatusOK && strings.Contains(body, "password authentication failed")
+	}, 30*time.Second, 100*time.Millisecond, "the health check never showed the refused password; last %d %s", code, hideSecrets(body))
+	shown := time.Since(started)
+	t.Logf("the refused password shown after %v (collector started in %v): %d", shown.Round(time.Millisecond), c.Started().Sub(started).Round(time.Millisecond), code)
+	require.Less(t, shown, 10*time.Second, "the store's error took more than 10 s to show")
+	require.NotContains(t, body, testPassword, "the health check shows the password")
+	for _, part := range []string{"writing statistics to the store", "reading the edge model from the store"} {
+		require.Contains(t, body, part, "the processor's failing part is named")
+	}
+
+	// The operator fixes the role's password; the collector keeps running.
+	conn, err := pgx.Connect(ctx, cluster.DSN())
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "ALTER ROLE collector PASSWORD '"+testPassword+"'")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+	fixed := time.Now()
+	require.Eventually(t, func() bool {
+		code, body = status()
+		return code == http.StatusOK && !strings.Contains(body, "password authentication failed")
+	}, time.Minute, 200*time.Millisecond, "the health check never recovered; last %d %s", code, hideSecrets(body))
+	t.Logf("OK again %v after ALTER ROLE, without a restart", time.Since(fixed).Round(time.Millisecond))
+	require.True(t, c.Running(), "the collector restarted")
+}
