@@ -3,14 +3,17 @@ GO       ?= go
 BUILDER_VERSION ?= v0.165.0
 GOBIN    ?= $(shell $(GO) env GOPATH)/bin
 BUILDER  ?= $(GOBIN)/builder
+GOLANGCI_LINT_VERSION ?= v2.15.0
+GOLANGCI_LINT ?= $(GOBIN)/golangci-lint
 OTELCOL  := bin/otelcol-errorownership
 PKGS     ?= ./...
-# The Go modules, one per audience (README.md, Modules); go.work joins them
-# for development.
+# The Go modules, one per audience (docs/modules.md); go.work joins them for
+# development.
 MODULES  := . ownership hooks cmd/errorownership dashboards internal/e2e bench
-# The packages that start goroutines or are shared between them: tested
-# under the race detector, and only there.
-RACE_PKGS := ./dependencyanalysis/... ./processor/... ./extension/... ./store/... ./internal/hintsserver/... ./internal/edges/... ./internal/simulation/...
+# The collector module's packages that start goroutines or are shared
+# between them: tested under the race detector, and only there. (The hooks
+# module is raced whole.)
+RACE_PKGS := ./dependencyanalysis/... ./processor/... ./extension/... ./store/... ./internal/hintsserver/... ./internal/edges/... ./internal/status/... ./internal/simulation/...
 BENCHTIME ?= 1s
 DB_DIR   ?= .db
 
@@ -26,7 +29,7 @@ build:
 ## test: every module's unit, integration and end-to-end tests (needs the PostgreSQL binaries); the concurrent packages and the hooks under the race detector; the hooks module's dependency check
 test: check-modules
 	$(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
-	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e /dependencyanalysis -e /processor/ -e /extension/ -e /store -e /internal/hintsserver -e /internal/edges -e /internal/simulation)
+	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -vxF "$$($(GO) list $(RACE_PKGS))")
 	cd ownership && $(GO) test -count=1 ./...
 	cd hooks && $(GO) test -race -count=1 -timeout 10m ./...
 	cd cmd/errorownership && $(GO) test -count=1 -timeout 20m ./...
@@ -38,15 +41,17 @@ test: check-modules
 check-modules:
 	bash .ci/check-modules
 
-## lint: go vet and gofmt over every module
-lint:
+## lint: go vet and golangci-lint (.golangci.yml: its linters, and the gci and gofmt formatters) over every module, gofmt over every file
+lint: $(GOLANGCI_LINT)
 	@for m in $(MODULES); do echo "go vet ($$m)"; (cd $$m && $(GO) vet ./...) || exit 1; done
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	@for m in $(MODULES); do echo "golangci-lint ($$m)"; (cd $$m && $(GOLANGCI_LINT) run ./...) || exit 1; done
+	@# gofmt too over every file, for those golangci-lint's build leaves out (race, other systems).
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path '*/node_modules/*')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## bench: every benchmark, with its figures (see README.md, Benchmarks)
+## bench: every module's benchmarks, with their figures (docs/testing.md)
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
+	@for m in $(MODULES); do (cd $$m && $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)) || exit 1; done
 
 ## bench-peers: errorownership side by side with spanmetrics, groupbytrace and a no-op (about 10 minutes; writes bench/RESULTS.md and bench/curve-*.svg)
 bench-peers:
@@ -82,7 +87,7 @@ db-stop:
 
 ## soak: the long forms of the reliability tests (tests named *Soak*; minutes each), with their figures
 soak:
-	ERROROWNERSHIP_SOAK=1 $(GO) test -count=1 -timeout 90m -run 'Soak' -v $(PKGS)
+	@for m in $(MODULES); do (cd $$m && ERROROWNERSHIP_SOAK=1 $(GO) test -count=1 -timeout 90m -run 'Soak' -v $(PKGS)) || exit 1; done
 
 ## fuzz: each fuzz target for FUZZTIME (default 60s); what a run finds is kept in testdata/fuzz as a regression seed
 FUZZTIME ?= 60s
@@ -115,6 +120,9 @@ otelcol: $(OTELCOL)
 
 $(BUILDER):
 	$(GO) install go.opentelemetry.io/collector/cmd/builder@$(BUILDER_VERSION)
+
+$(GOLANGCI_LINT):
+	$(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
 $(OTELCOL): $(BUILDER) builder-config.yaml go.mod go.sum $(shell find dependencyanalysis ownership processor extension store internal hooks -name '*.go' -not -name '*_test.go' 2>/dev/null)
 	@mkdir -p build bin

@@ -17,7 +17,7 @@ import (
 	"github.com/errorownership/errorownership/store"
 )
 
-// minHintsTTL is the processor's minimum hints.ttl.
+// minHintsTTL is the hints extension's minimum ttl.
 const minHintsTTL = time.Second
 
 type hintsOptions struct {
@@ -48,7 +48,7 @@ configuration: the flags take the processor's defaults; give the values your col
 		Example: `  # What checkout is told, with the evidence
   errorownership hints checkout --dsn postgres://reader@db.internal:5432/errorownership
 
-  # The endpoint's document, for a collector with hints.ttl 10s and a 5 % retry budget
+  # The endpoint's document, for an errorownership_hints extension with ttl 10s and a 5 % retry budget
   errorownership hints checkout --format json --ttl 10s --retry-ratio 0.05`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
@@ -56,9 +56,9 @@ configuration: the flags take the processor's defaults; give the values your col
 	f := cmd.Flags()
 	o.db.add(f)
 	f.StringVar(&o.format, "format", "table", "table, json (the endpoint's document) or evidence (the document and each edge's evidence)")
-	f.DurationVar(&o.ttl, "ttl", o.ttl, "the collector's hints.ttl")
-	f.Float64Var(&o.budget.Ratio, "retry-ratio", o.budget.Ratio, "the collector's hints.retry_budget.ratio")
-	f.Float64Var(&o.budget.MinRetriesPerSecond, "min-retries-per-second", o.budget.MinRetriesPerSecond, "the collector's hints.retry_budget.min_retries_per_second")
+	f.DurationVar(&o.ttl, "ttl", o.ttl, "the errorownership_hints extension's ttl")
+	f.Float64Var(&o.budget.Ratio, "retry-ratio", o.budget.Ratio, "the errorownership_hints extension's retry_budget.ratio")
+	f.Float64Var(&o.budget.MinRetriesPerSecond, "min-retries-per-second", o.budget.MinRetriesPerSecond, "the errorownership_hints extension's retry_budget.min_retries_per_second")
 	f.DurationVar(&o.model.HalfLife, "half-life", o.model.HalfLife, "the collector's edge_model.half_life (0: old evidence weighs as much as new)")
 	f.IntVar(&o.model.MinSamples, "min-samples", o.model.MinSamples, "the collector's edge_model.min_samples")
 	f.Float64Var(&o.model.Confidence, "confidence", o.model.Confidence, "the collector's edge_model.confidence")
@@ -80,7 +80,7 @@ func (o *hintsOptions) validate() error {
 	case o.format != "table" && o.format != "json" && o.format != "evidence":
 		return fmt.Errorf("--format %q: use table, json or evidence", o.format)
 	case o.ttl < minHintsTTL:
-		return fmt.Errorf("--ttl %v: the collector's hints.ttl is at least %v, such as 30s", o.ttl, minHintsTTL)
+		return fmt.Errorf("--ttl %v: the errorownership_hints extension's ttl is at least %v, such as 30s", o.ttl, minHintsTTL)
 	}
 	if err := o.budget.Validate(); err != nil {
 		return fmt.Errorf("--retry-ratio, --min-retries-per-second: %w", err)

@@ -70,7 +70,7 @@ func TestHintsInputErrors(t *testing.T) {
 		want string
 	}{
 		{"misspelt service", []string{"checkuot"}, `hints checkuot: no service "checkuot" in the edge model's window (the last 1h10m0s: seven half-lives); did you mean "checkout"?`},
-		{"ttl", []string{"checkout", "--ttl", "500ms"}, "--ttl 500ms: the collector's hints.ttl is at least 1s"},
+		{"ttl", []string{"checkout", "--ttl", "500ms"}, "--ttl 500ms: the errorownership_hints extension's ttl is at least 1s"},
 		{"budget", []string{"checkout", "--retry-ratio", "2"}, "retry budget out of range"},
 		{"thresholds", []string{"checkout", "--fail-open-threshold", "0.9"}, "edge_model: fail_open_threshold (0.9) must be below fail_close_threshold (0.8)"},
 		{"format", []string{"checkout", "--format", "yaml"}, `--format "yaml": use table, json or evidence`},

@@ -213,7 +213,7 @@ func sameModel(t *testing.T, ctx context.Context, base, dsn, service string) (en
 		return string(b)
 	}
 	args := []string{"hints", service, "--dsn", dsn, "--format", "json",
-		// The simulator's collector: hints.ttl 1s, a 10 % budget without a floor.
+		// The simulator's collector: the hints extension's ttl 1s, a 10 % budget without a floor.
 		"--ttl", "1s", "--retry-ratio", "0.1", "--min-retries-per-second", "0"}
 	if service == "nobody" {
 		// The endpoint answers a service it never saw with no edges; the

@@ -15,8 +15,9 @@ import (
 	"github.com/errorownership/errorownership/store/pgtest"
 )
 
-// healthConfig is a collector whose processor and hints extension both
-// read a store, with healthcheckv2 showing component status: %[1]s the
+// healthConfig is a collector whose processor writes to a store and whose
+// hints extension reads the merged model from it, as a hint server apart
+// from the analysis would, with healthcheckv2 showing component status: %[1]s the
 // health_check address (readiness, as startConfigured waits for it), %[2]s
 // healthcheckv2's, %[3]s the OTLP/HTTP address, %[4]s the hints', %[5]s the
 // store's DSN, %[6]d the telemetry port.
@@ -48,7 +49,6 @@ processors:
   errorownership:
     decision_wait: 300ms
     flush_interval: 1s
-    hints_extension: errorownership_hints
     store:
       dsn: '%[5]s'
       model_refresh: 1s
@@ -87,7 +87,8 @@ func TestHealthShowsTheStore(t *testing.T) {
 
 	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }
 	healthAddr, statusAddr, metricsPort := addr(), addr(), freePort(t)
-	statusURL := "http://" + statusAddr + "/health/status"
+	// verbose: each component's status besides the collector's.
+	statusURL := "http://" + statusAddr + "/health/status?verbose"
 	config := fmt.Sprintf(healthConfig, healthAddr, statusAddr, addr(), addr(), dsn, metricsPort)
 	started := time.Now()
 	c := startConfigured(t, bin, config, healthAddr, fmt.Sprintf("127.0.0.1:%d", metricsPort))

@@ -8,7 +8,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -340,7 +339,7 @@ func (m *Store) read(ctx context.Context) error {
 			m.logger.Warn("Cannot read the edge model from the store; verdicts and hints keep the last one read",
 				zap.Error(err))
 		}
-		return fmt.Errorf("reading the edge model from the store: %w", err)
+		return err
 	}
 	if m.failing.Swap(false) {
 		m.logger.Info("Reading the edge model from the store again")

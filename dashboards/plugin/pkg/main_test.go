@@ -59,7 +59,7 @@ func buildPlugin(t *testing.T) string {
 	if err != nil {
 		t.Fatalf("the go command is not on PATH: %v", err)
 	}
-	cmd := exec.Command(goTool, "build", "-o", bin, ".")
+	cmd := exec.Command(goTool, "build", "-o", bin, ".") //nolint:gosec // G204: the go command, building this package into t.TempDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -110,7 +110,7 @@ func startPlugin(t *testing.T, bin string) *pluginProcess {
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
 			_ = p.cmd.Process.Kill()
-			<-p.exited
+			t.Logf("plugin killed at the end of the test: %v", <-p.exited)
 		}
 	})
 	lines := make(chan string, 1)
@@ -171,7 +171,7 @@ func instance(id int64, jsonData string, secure map[string]string) *pluginv2.Plu
 		OrgId:    1,
 		PluginId: plugin.ID,
 		DataSourceInstanceSettings: &pluginv2.DataSourceInstanceSettings{
-			Id: id, Uid: fmt.Sprintf("errorownership-%d", id), Name: fmt.Sprintf("errorownership %d", id),
+			Id: id, Uid: fmt.Sprintf("errorownership-%d", id), Name: fmt.Sprintf("errorownership %d", id), //nolint:staticcheck // SA1019: Grafana still sends the internal ID; the test passes what Grafana passes
 			JsonData: []byte(jsonData), DecryptedSecureJsonData: secure, LastUpdatedMS: 1,
 		},
 	}
@@ -289,7 +289,7 @@ func TestPluginAsGrafanaRunsIt(t *testing.T) {
 		res: pluginv2.NewResourceClient(p.conn), from: sim.Begin.Add(-2 * time.Minute)}
 	// The cluster trusts local connections; the password is given as
 	// Grafana would, to show that it never appears in the plugin's log.
-	const password = "pa55-never-logged"
+	const password = "pa55-never-logged" //nolint:gosec // G101: a made-up password, to show it never reaches the log
 	ds := instance(1, storeJSON(sim.DSN), map[string]string{"password": password})
 
 	t.Run("CheckHealth", func(t *testing.T) {

@@ -50,7 +50,7 @@ func TestLoadSettings(t *testing.T) {
 		{name: "no dsn", json: `{}`, errs: []string{"store.dsn is empty"}},
 		{name: "empty jsonData", json: ``, errs: []string{"store.dsn is empty"}},
 		{name: "not JSON", json: `{"store": `, errs: []string{"not the JSON this plugin reads"}},
-		{name: "URL password", json: `{"store": {"dsn": "postgres://grafana:hunter2@db/eo"}}`, errs: []string{"store.dsn holds a password", "secureJsonData.password"}},
+		{name: "URL password", json: `{"store": {"dsn": "postgres://grafana:hunter2@db/eo"}}`, errs: []string{"store.dsn holds a password", "secureJsonData.password"}}, //nolint:gosec // G101: a made-up password, which the settings must refuse
 		{name: "query password", json: `{"store": {"dsn": "postgres://grafana@db/eo?password=hunter2"}}`, errs: []string{"store.dsn holds a password"}},
 		{name: "keyword password", json: `{"store": {"dsn": "host=db password=hunter2 dbname=eo"}}`, errs: []string{"store.dsn holds a password"}},
 		{name: "unparseable dsn", json: `{"store": {"dsn": "postgres://db:notaport/eo"}}`, errs: []string{"store.dsn cannot be parsed"}},
