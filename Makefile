@@ -23,7 +23,7 @@ all: lint build test
 
 ## build: compile every module's packages and the CLI into bin/
 build:
-	@for m in $(MODULES); do echo "go build ($$m)"; (cd $$m && $(GO) build ./...) || exit 1; done
+	@for m in $(MODULES); do echo "go build ($$m)"; (cd $$m && $(GO) build -o /dev/null ./...) || exit 1; done
 	$(GO) build -o bin/errorownership ./cmd/errorownership
 
 ## test: every module's unit, integration and end-to-end tests (needs the PostgreSQL binaries); the concurrent packages and the hooks under the race detector; the hooks module's dependency check

@@ -5,10 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/config/configopaque"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/config/configopaque"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
 	"github.com/errorownership/errorownership/ownership"

@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/config/configopaque"
-
 	"github.com/jackc/pgx/v5/stdlib"
+	"go.opentelemetry.io/collector/config/configopaque"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 

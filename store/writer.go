@@ -418,7 +418,7 @@ func (w *Writer) run(ctx context.Context) {
 			_, err := w.store.DropPartitionsBefore(rctx, time.Now().Add(-w.cfg.Retention))
 			cancel()
 			if err != nil {
-				w.record(err)
+				_ = w.record(err) // kept as the last error; the line below logs it
 				w.log.Warn("Cannot drop the store's expired partitions; trying again in an hour",
 					zap.Stringer("store", w.store), zap.String("error", w.store.redact(err.Error())))
 			}
@@ -493,7 +493,7 @@ func (w *Writer) reject(p *pending, code string, err error) {
 	w.stats.RejectedRows += uint64(p.rows)
 	w.inflight = nil
 	w.mu.Unlock()
-	w.record(err)
+	_ = w.record(err) // kept as the last error; the rejection is logged below
 	now := w.now()
 	if !w.rejections.allow(now, w.logEvery) {
 		return
@@ -693,5 +693,5 @@ func (w *Writer) record(err error) error {
 // jitter"), so that replicas that lost the database together do not all
 // come back at the same instant.
 func jitter(d time.Duration) time.Duration {
-	return d/2 + rand.N(d/2+1)
+	return d/2 + rand.N(d/2+1) //nolint:gosec // G404: jitter needs no unpredictability
 }

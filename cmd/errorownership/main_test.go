@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/config/configopaque"
-
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/config/configopaque"
 
 	da "github.com/errorownership/errorownership/dependencyanalysis"
 	"github.com/errorownership/errorownership/store"
@@ -31,7 +30,7 @@ func golden(t *testing.T, name, got string) {
 		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
 		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
 	}
-	want, err := os.ReadFile(path)
+	want, err := os.ReadFile(path) //nolint:gosec // G304: a golden file of testdata, named by the test
 	require.NoError(t, err, "run go test ./cmd/errorownership -run %s -update to write it", t.Name())
 	if !bytes.Equal(want, []byte(got)) {
 		t.Errorf("%s is out of date: run go test ./cmd/errorownership -run '%s' -update, and review the diff\n--- got:\n%s", path, t.Name(), got)

@@ -13,10 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/config/configopaque"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/config/configopaque"
 
 	"github.com/errorownership/errorownership/hooks/hints"
 	"github.com/errorownership/errorownership/internal/simulation"

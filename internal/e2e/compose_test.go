@@ -12,11 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/config/configopaque"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/config/configopaque"
 
 	"github.com/errorownership/errorownership/store"
 	"github.com/errorownership/errorownership/store/pgtest"
@@ -57,7 +56,7 @@ func TestComposeStack(t *testing.T) {
 	httpAddr, hintsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	healthAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	var log bytes.Buffer
-	col := exec.Command(bin, "--config", filepath.Join(repoRoot, "dashboards", "compose", "otelcol.yaml"))
+	col := exec.Command(bin, "--config", filepath.Join(repoRoot, "dashboards", "compose", "otelcol.yaml")) //nolint:gosec // G204: the collector the test built, on the compose config
 	col.Env = append(os.Environ(),
 		"ERROROWNERSHIP_DSN="+asUser("errorownership"),
 		"OTLP_GRPC_ENDPOINT="+fmt.Sprintf("127.0.0.1:%d", freePort(t)),
@@ -94,11 +93,11 @@ func TestComposeStack(t *testing.T) {
 	}, 30*time.Second, 100*time.Millisecond, "the health check never answered 200")
 
 	feed := filepath.Join(t.TempDir(), "simfeed")
-	build := exec.Command("go", "build", "-o", feed, "./dashboards/cmd/simfeed")
+	build := exec.Command("go", "build", "-o", feed, "./dashboards/cmd/simfeed") //nolint:gosec // G204: go build of the repository's simfeed into t.TempDir
 	build.Dir = repoRoot
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	out, err = exec.CommandContext(ctx, feed, "--otlp", "http://"+httpAddr+"/v1/traces", "--hints", "http://"+hintsAddr,
+	out, err = exec.CommandContext(ctx, feed, "--otlp", "http://"+httpAddr+"/v1/traces", "--hints", "http://"+hintsAddr, //nolint:gosec // G204: the simfeed the test just built, on its own addresses
 		"--rounds", "2", "--requests", "30", "--pause", "0s").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	t.Logf("simfeed:\n%s", out)

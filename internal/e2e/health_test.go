@@ -94,7 +94,7 @@ func TestHealthShowsTheStore(t *testing.T) {
 	c := startConfigured(t, bin, config, healthAddr, fmt.Sprintf("127.0.0.1:%d", metricsPort))
 
 	status := func() (int, string) {
-		res, err := http.Get(statusURL)
+		res, err := http.Get(statusURL) //nolint:gosec // G107: the status endpoint of the collector the test started
 		if err != nil {
 			return 0, err.Error()
 		}

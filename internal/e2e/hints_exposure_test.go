@@ -33,7 +33,7 @@ import (
 
 // testToken is the bearer token the hints endpoint accepts in these
 // tests; it must appear in no log line and no answer.
-const testToken = "e2e-hints-token-7f3a9c"
+const testToken = "e2e-hints-token-7f3a9c" //nolint:gosec // G101: a made-up token, which must appear in no log line
 
 // secureHints is the hints endpoint as the extension README's secure
 // configuration serves it: over TLS, with a certificate for 127.0.0.1 made
@@ -55,7 +55,7 @@ func newSecureHints(t *testing.T) secureHints {
 	require.NoError(t, os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600))
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	return secureHints{
-		base: "https://" + addr,
+		base:    "https://" + addr,
 		section: "    hints_extension: errorownership_hints",
 		ext: extension{id: "errorownership_hints", config: fmt.Sprintf(`    endpoint: %s
     read_header_timeout: 5s
@@ -64,7 +64,7 @@ func newSecureHints(t *testing.T) secureHints {
       key_file: %s
     auth:
       authenticator: bearertokenauth/hints`, addr, certFile, keyFile)},
-		auth: extension{id: "bearertokenauth/hints", config: "    filename: " + tokenFile},
+		auth:  extension{id: "bearertokenauth/hints", config: "    filename: " + tokenFile},
 		roots: roots,
 	}
 }

@@ -59,7 +59,7 @@ type shopService struct {
 func buildShop(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "shopapp")
-	out, err := exec.Command("go", "build", "-o", bin, "./shopapp").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, "./shopapp").CombinedOutput() //nolint:gosec // G204: go build of the shop app into t.TempDir
 	require.NoError(t, err, "building the shop app:\n%s", out)
 	return bin
 }
@@ -68,7 +68,7 @@ func buildShop(t *testing.T) string {
 func startShop(t *testing.T, bin, dir, otlp, role string, args ...string) *shopService {
 	t.Helper()
 	s := &shopService{name: role, truth: filepath.Join(dir, role+".jsonl"), log: &bytes.Buffer{}}
-	s.cmd = exec.Command(bin, append([]string{"-role", role, "-truth", s.truth}, args...)...)
+	s.cmd = exec.Command(bin, append([]string{"-role", role, "-truth", s.truth}, args...)...) //nolint:gosec // G204: the shop app the test built, with the flags the test gives
 	s.cmd.Env = append(os.Environ(),
 		"OTEL_SERVICE_NAME="+role,
 		"OTEL_EXPORTER_OTLP_ENDPOINT=http://"+otlp,
@@ -112,11 +112,11 @@ func (s *shopService) records(t *testing.T) map[string]truth.Record {
 	dec := json.NewDecoder(f)
 	for {
 		var r truth.Record
-		if err := dec.Decode(&r); err == io.EOF {
+		err := dec.Decode(&r)
+		if err == io.EOF {
 			break
-		} else {
-			require.NoError(t, err)
 		}
+		require.NoError(t, err)
 		out[r.TraceID+"/"+r.SpanID] = r
 	}
 	return out

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/config/configopaque"
-
 	"go.uber.org/zap"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"

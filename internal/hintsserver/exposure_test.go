@@ -35,7 +35,7 @@ const marker = "Marker7q"
 
 // secret is in the errors the failing source and authenticator return: no
 // answer may show it.
-const secret = "postgres://collector:hunter2@db.internal:5432/stats"
+const secret = "postgres://collector:hunter2@db.internal:5432/stats" //nolint:gosec // G101: a made-up password, to prove no answer shows it
 
 // allowedHeaders are the response headers an answer may carry: net/http's
 // own and the handler's, no Server or X-Powered-By.

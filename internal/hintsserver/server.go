@@ -141,7 +141,10 @@ wait:
 		case <-tick.C:
 			if !h.busy() {
 				err = h.srv.Close()
-				<-shut
+				if shutErr := <-shut; shutErr != nil {
+					// It says only that Close cut it short.
+					h.logger.Debug("The hints server's graceful shutdown was cut short", zap.Error(shutErr))
+				}
 				break wait
 			}
 		}

@@ -53,7 +53,7 @@ func TestShutdownWithConnectionsThatNeverAsk(t *testing.T) {
 			answered <- 0
 			return
 		}
-		io.Copy(io.Discard, res.Body)
+		_, _ = io.Copy(io.Discard, res.Body)
 		res.Body.Close()
 		answered <- res.StatusCode
 	}()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -132,12 +133,12 @@ func BenchmarkPipeline(b *testing.B) {
 	}
 	b.Run("nop", func(b *testing.B) {
 		tt := componenttest.NewTelemetry()
-		defer tt.Shutdown(ctx)
+		defer func() { require.NoError(b, tt.Shutdown(ctx)) }()
 		run(b, nopProcessor(b, tt, marshalOnly()))
 	})
 	b.Run("errorownership", func(b *testing.B) {
 		tt := componenttest.NewTelemetry()
-		defer tt.Shutdown(ctx)
+		defer func() { require.NoError(b, tt.Shutdown(ctx)) }()
 		run(b, ownershipUnderTest(b, tt, marshalOnly(), nil))
 	})
 
@@ -159,7 +160,7 @@ func BenchmarkPipeline(b *testing.B) {
 	} {
 		b.Run(pipeline.name, func(b *testing.B) {
 			tt := componenttest.NewTelemetry()
-			defer tt.Shutdown(ctx)
+			defer func() { require.NoError(b, tt.Shutdown(ctx)) }()
 			nop := nopProcessor(b, tt, pipeline.export())
 			eo := ownershipUnderTest(b, tt, pipeline.export(), nil)
 			for _, p := range []processor.Traces{nop, eo} {

@@ -188,7 +188,7 @@ func TestLoadConfig(t *testing.T) {
 		{
 			name:         "misspelt key",
 			id:           component.NewIDWithName(metadata.Type, "unknown_key"),
-			unmarshalErr: "decison_wait",
+			unmarshalErr: "decison_wait", //nolint:misspell // the misspelt key is what is tested
 		},
 		{
 			// One half-life for the model, learned or read back from the

@@ -204,7 +204,7 @@ func (h *faultHarness) waitForState(ctx context.Context, code string) (string, e
 		select {
 		case <-ctx.Done():
 			st := h.p.storeSink.Writer.Stats()
-			return "", fmt.Errorf("the writer did not fail %d times with SQLSTATE %s: %d retries, last error %v", faultAttempts, code, st.Retries, st.LastError)
+			return "", fmt.Errorf("the writer did not fail %d times with SQLSTATE %s: %d retries, last error %w", faultAttempts, code, st.Retries, st.LastError)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -271,7 +271,7 @@ var dbFaults = []struct {
 					}
 					kills++
 					// Down for a moment: the writer's attempts fail meanwhile.
-					time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
+					time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond) //nolint:gosec // G404: a random pause between faults, not a secret
 					return h.cluster.Start(ctx)
 				},
 				met: func(context.Context) (string, error) {

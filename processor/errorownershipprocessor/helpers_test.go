@@ -174,7 +174,7 @@ func scenarioFiles(t testing.TB) []string {
 
 // readScenario reads one ptrace.Traces per line of an OTLP JSON file.
 func readScenario(t testing.TB, path string) []ptrace.Traces {
-	f, err := os.Open(path)
+	f, err := os.Open(path) //nolint:gosec // G304: a scenario file of the repository's testdata
 	require.NoError(t, err)
 	defer f.Close()
 	var out []ptrace.Traces

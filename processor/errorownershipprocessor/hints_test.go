@@ -27,7 +27,6 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.opentelemetry.io/collector/processor"
-
 	"go.opentelemetry.io/otel/trace/noop"
 	"golang.org/x/sys/unix"
 
@@ -407,8 +406,7 @@ func TestLearnedFailOpenEdgeTurnsUnclaimIntoClaim(t *testing.T) {
 }
 
 func learnedFailOpenEdge(t *testing.T, base string) {
-
-	recommendations := httptest.NewServer(hookshttp.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	recommendations := httptest.NewServer(hookshttp.Middleware(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "model server down", http.StatusInternalServerError)
 	})))
 	defer recommendations.Close()
@@ -486,17 +484,17 @@ func onAnotherCore(name string, args ...string) *exec.Cmd {
 	var mine unix.CPUSet
 	taskset, err := exec.LookPath("taskset")
 	if err != nil || unix.SchedGetaffinity(0, &mine) != nil {
-		return exec.Command(name, args...)
+		return exec.Command(name, args...) //nolint:gosec // G204: wrk, found on PATH by the benchmark itself
 	}
 	for cpu := range 1024 {
 		if _, err := os.Stat(fmt.Sprintf("/sys/devices/system/cpu/cpu%d", cpu)); err != nil {
 			break
 		}
 		if !mine.IsSet(cpu) {
-			return exec.Command(taskset, append([]string{"-c", strconv.Itoa(cpu), name}, args...)...)
+			return exec.Command(taskset, append([]string{"-c", strconv.Itoa(cpu), name}, args...)...) //nolint:gosec // G204: taskset and wrk, found on PATH by the benchmark itself
 		}
 	}
-	return exec.Command(name, args...)
+	return exec.Command(name, args...) //nolint:gosec // G204: wrk, found on PATH by the benchmark itself
 }
 
 func withoutInternalTraces(set *processor.Settings) {

@@ -427,7 +427,8 @@ func (p *ownershipProcessor) shutdown(ctx context.Context) error {
 // recovered and counted, and work called again: the collector must not
 // crash because the analysis did, and the shard must still be drained.
 func (w *worker) loop(work func()) {
-	for !w.safely(work) {
+	for returned := false; !returned; {
+		returned = w.safely(work)
 	}
 }
 
