@@ -132,8 +132,7 @@ func (l *launcher) gateway(ctx context.Context, name, dsn string) (*Collector, e
 	if err != nil {
 		return nil, err
 	}
-	override := otlpIn(p) + hintsSection(p.hints) + fmt.Sprintf(`
-processors:
+	override := otlpIn(p, hintsSection(p.hints)) + fmt.Sprintf(`processors:
   errorownership:
 %s
 service:
@@ -147,11 +146,13 @@ service:
 }
 
 // otlpIn is the configuration of a collector that receives OTLP on p's
-// ports and answers health checks.
-func otlpIn(p ports) string {
+// ports and answers health checks, with the extensions' configuration
+// (indented by two spaces) given.
+func otlpIn(p ports, extensions ...string) string {
 	return fmt.Sprintf(`extensions:
   health_check:
     endpoint: %s
+%s
 receivers:
   otlp:
     protocols:
@@ -159,7 +160,7 @@ receivers:
         endpoint: %s
       http:
         endpoint: %s
-`, p.health, p.grpc, p.http)
+`, p.health, strings.Join(extensions, "\n"), p.grpc, p.http)
 }
 
 // front starts the first tier of the Kafka deployment: OTLP in, Kafka out,
