@@ -17,7 +17,7 @@ RACE_PKGS := ./dependencyanalysis/... ./processor/... ./extension/... ./store/..
 BENCHTIME ?= 1s
 DB_DIR   ?= .db
 
-.PHONY: all build test check-modules lint bench bench-peers bench-hints fuzz soak demo scale-demo scenarios otelcol run clean db db-stop dashboards plugin
+.PHONY: all build test check-modules release-tags lint bench bench-peers bench-hints fuzz soak demo scale-demo scenarios otelcol run clean db db-stop dashboards plugin
 
 all: lint build test
 
@@ -36,6 +36,14 @@ test: check-modules
 	cd dashboards && $(GO) test -count=1 -timeout 20m ./...
 	cd internal/e2e && $(GO) test -count=1 -timeout 30m ./...
 	cd bench && $(GO) test -count=1 ./...
+
+## release-tags: tag VERSION (such as v0.1.0) for every published module, after checking that the modules require each other at VERSION (the tags are not pushed)
+release-tags:
+	@case "$(VERSION)" in v[0-9]*.[0-9]*.[0-9]*) ;; *) echo "usage: make release-tags VERSION=v0.1.0"; exit 1;; esac
+	@bad=$$(grep -h -E '^\s+github.com/errorownership/errorownership(/[a-z/]+)? v' $$(for m in $(MODULES); do echo $$m/go.mod; done) | grep -vE ' $(VERSION)( // indirect)?$$' || true); \
+	if [ -n "$$bad" ]; then echo "release-tags: these requirements are not at $(VERSION); raise them first:"; echo "$$bad"; exit 1; fi
+	git tag $(VERSION)
+	@for m in ownership hooks cmd/errorownership dashboards; do echo "git tag $$m/$(VERSION)"; git tag $$m/$(VERSION) || exit 1; done
 
 ## check-modules: the hooks module's graph, and an application's after go mod tidy, hold none of the heavy modules; the shipped binaries link no testing code
 check-modules:

@@ -9,7 +9,7 @@ replace (
 )
 
 require (
-	github.com/errorownership/errorownership v0.0.0-00010101000000-000000000000
+	github.com/errorownership/errorownership v0.1.0
 	github.com/open-telemetry/opentelemetry-collector-contrib/connector/spanmetricsconnector v0.165.1
 	github.com/open-telemetry/opentelemetry-collector-contrib/processor/groupbytraceprocessor v0.165.1
 	github.com/stretchr/testify v1.12.1
