@@ -21,6 +21,9 @@ import (
 // throughout the documentation.
 const defaultEndpoint = "localhost:4320"
 
+// defaultRefresh is refresh's default, which a store section leaves as it is.
+const defaultRefresh = time.Second
+
 // Bounds of the duration keys: below them a value is a mistake, most often
 // a bare number, which the collector reads as nanoseconds.
 const (
@@ -89,7 +92,7 @@ func createDefaultConfig() component.Config {
 	return &Config{
 		ServerConfig: server,
 		TTL:          30 * time.Second,
-		Refresh:      time.Second,
+		Refresh:      defaultRefresh,
 		RetryBudget:  ownership.DefaultRetryBudget(),
 		Store:        configoptional.Default(defaultStoreConfig()),
 	}
@@ -120,6 +123,11 @@ func (c *Config) Validate() error {
 			m, ownership.MaxMinRetriesPerSecond))
 	}
 	if sc := c.Store.Get(); sc != nil {
+		// refresh would be accepted and do nothing: the store's model is
+		// read every model_refresh.
+		if c.Refresh != defaultRefresh {
+			errs = append(errs, fmt.Errorf("refresh: %v applies only without a store; with a store section the model is read every store.model_refresh (%v): set that instead, or remove refresh", c.Refresh, sc.ModelRefresh))
+		}
 		if err := store.CheckDSN("store.dsn", sc.DSN); err != nil {
 			errs = append(errs, err)
 		}

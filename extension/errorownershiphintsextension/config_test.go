@@ -39,7 +39,7 @@ func TestLoadConfig(t *testing.T) {
 			want: func() *Config {
 				c := createDefaultConfig().(*Config)
 				c.NetAddr.Endpoint = "0.0.0.0:4320"
-				c.TTL, c.Refresh = time.Minute, 2*time.Second
+				c.TTL = time.Minute
 				c.RetryBudget = ownership.RetryBudget{Ratio: 0.2, MinRetriesPerSecond: 5}
 				sc := defaultStoreConfig()
 				sc.DSN = "postgres://hints@db.internal:5432/errorownership"
@@ -76,6 +76,11 @@ func TestLoadConfig(t *testing.T) {
 				"store.edge_model.min_samples: 0 must be at least 1",
 				"store.edge_model.half_life: 500ms must be 0 (observations never fade) or at least 1s, such as 10m",
 			},
+		},
+		{
+			// With a store, refresh would do nothing.
+			name: "refresh with a store", id: component.NewIDWithName(metadata.Type, "refresh_with_store"),
+			errs: []string{"refresh: 5s applies only without a store; with a store section the model is read every store.model_refresh (10s): set that instead, or remove refresh"},
 		},
 		{
 			// A reader has no retention: that is the processor's store

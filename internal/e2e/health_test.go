@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/errorownership/errorownership/internal/collectorproc"
 	"github.com/errorownership/errorownership/store/pgtest"
 )
 
@@ -129,4 +131,83 @@ func TestHealthShowsTheStore(t *testing.T) {
 	}, time.Minute, 200*time.Millisecond, "the health check never recovered; last %d %s", code, hideSecrets(body))
 	t.Logf("OK again %v after ALTER ROLE, without a restart", time.Since(fixed).Round(time.Millisecond))
 	require.True(t, c.Running(), "the collector restarted")
+}
+
+// TestStoreConfigRuns starts the built collector with
+// testdata/otelcol-config-store.yaml as its header says, the DSN from
+// ERROROWNERSHIP_DSN (only the ports moved, to free ones): it becomes
+// healthy, serves hints, and writes what it analysed to the store.
+func TestStoreConfigRuns(t *testing.T) {
+	bin := buildCollector(t)
+	dsn := pgtest.Start(t).DSN()
+	t.Setenv("ERROROWNERSHIP_DSN", dsn)
+	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }
+	status, hintsAddr, grpcAddr, httpAddr, metricsPort := addr(), addr(), addr(), addr(), freePort(t)
+	ports := fmt.Sprintf(`yaml:
+extensions:
+  healthcheckv2:
+    http:
+      endpoint: %s
+  errorownership_hints:
+    endpoint: %s
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: %s
+      http:
+        endpoint: %s
+processors:
+  errorownership:
+    decision_wait: 300ms
+    flush_interval: 1s
+service:
+  telemetry:
+    metrics:
+      readers:
+        - pull:
+            exporter:
+              prometheus:
+                host: 127.0.0.1
+                port: %d
+`, status, hintsAddr, grpcAddr, httpAddr, metricsPort)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := collectorproc.Start(ctx, bin, collectorproc.Options{
+		Name: "collector", Configs: []string{filepath.Join(repoRoot, "testdata", "otelcol-config-store.yaml"), ports},
+		MetricsAddr: fmt.Sprintf("127.0.0.1:%d", metricsPort),
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			t.Logf("collector log:\n%s", p.Log())
+		}
+	})
+	get := func(url string) int {
+		res, err := http.Get(url) //nolint:gosec // G107: the collector this test started, on loopback
+		if err != nil {
+			return 0
+		}
+		_ = res.Body.Close()
+		return res.StatusCode
+	}
+	require.Eventually(t, func() bool { return get("http://"+status+"/health/status") == http.StatusOK },
+		30*time.Second, 100*time.Millisecond, "healthcheckv2 never answered OK")
+	c := &collector{Process: p, httpAddr: httpAddr}
+	for _, td := range scenarioRequests(t, "coincidental") {
+		c.post(t, td)
+	}
+	require.Eventually(t, func() bool { return get("http://"+hintsAddr+"/v1/hints?service=checkout") == http.StatusOK },
+		30*time.Second, 100*time.Millisecond, "the hints were never served")
+	_, err = p.Terminate(time.Minute)
+	require.NoError(t, err)
+
+	conn, err := pgx.Connect(context.Background(), dsn)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var failed int
+	require.NoError(t, conn.QueryRow(context.Background(),
+		`SELECT coalesce(sum(verdict_own + verdict_propagated + verdict_coincidental), 0) FROM operation_stats`).Scan(&failed))
+	require.Positive(t, failed, "the store holds the verdicts of what the collector analysed")
 }
