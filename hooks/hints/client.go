@@ -440,8 +440,10 @@ func (t tally) mode() ownership.Mode {
 // pattern, as a server span names it: equal, or "METHOD /path" matching a
 // route template in the manner of net/http.ServeMux patterns — {name}
 // matches one path segment, {name...} the rest of the path, {$} only the
-// end, and a pattern ending in "/" every path below it. A pattern without
-// a method matches any method.
+// end, and a pattern ending in "/" every path below it — and of the route
+// templates other frameworks' instrumentations put in http.route (see
+// segmentKind). A pattern without a method matches any method; one whose
+// path lacks its leading "/" (Django's, ASP.NET's) is read as if it had it.
 func matchOperation(pattern, op string) bool {
 	if pattern == op {
 		return true
@@ -460,10 +462,10 @@ func matchOperation(pattern, op string) bool {
 	if i := strings.IndexAny(opath, "?#"); i >= 0 {
 		opath = opath[:i]
 	}
-	if !strings.HasPrefix(pp, "/") || !strings.HasPrefix(opath, "/") {
+	if !strings.HasPrefix(opath, "/") || pp == "" {
 		return false
 	}
-	return matchPath(pp[1:], opath[1:])
+	return matchPath(strings.TrimPrefix(pp, "/"), opath[1:])
 }
 
 // matchPath matches a path against a route template, both without their
@@ -474,19 +476,20 @@ func matchPath(pattern, path string) bool {
 	more := true // path has a segment left
 	for {
 		seg, prest, pmore := strings.Cut(pattern, "/")
+		kind := segmentKind(seg)
 		switch {
 		case !pmore && seg == "": // "…/": the subtree below
 			return more
-		case seg == "{$}":
+		case kind == segEnd:
 			return more && path == ""
 		case !more:
 			return false
+		case kind == segRest:
+			return true
 		}
 		qseg, qrest, qmore := strings.Cut(path, "/")
 		switch {
-		case strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "...}"):
-			return true
-		case strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}"):
+		case kind == segOne:
 			if qseg == "" {
 				return false
 			}
@@ -498,4 +501,51 @@ func matchPath(pattern, path string) bool {
 		}
 		pattern, path, more = prest, qrest, qmore
 	}
+}
+
+// The kinds of route template segment.
+const (
+	segLiteral = iota // matches itself
+	segOne            // a parameter: any one non-empty segment
+	segRest           // a wildcard: the rest of the path, empty or not
+	segEnd            // {$}: the end of the path
+)
+
+// segmentKind reads a route template segment as the frameworks spell it:
+//   - {id}, {id:[0-9]+} (gorilla/mux), {id:int} (ASP.NET), {id} (chi,
+//     Spring, FastAPI): one segment; {path...} (net/http), {path:path}
+//     (Starlette, FastAPI), {*slug} (ASP.NET), {**slug}: the rest;
+//   - :id (Express, Koa, gin, echo, Rails), :id(.:format) (Rails), :id?
+//     and :id(\d+) (Express): one segment; *, *path (gin, echo, Express,
+//     Rails globs): the rest;
+//
+// A wildcard, as {path...} in net/http, needs its segment to be there,
+// empty or not: "/files/*" matches "/files/" but not "/files".
+//   - <id>, <int:id> (Flask, Django): one segment; <path:p>: the rest.
+//
+// A colon inside a segment ("things:batchGet", as gRPC transcoding names
+// custom methods) is literal.
+func segmentKind(seg string) int {
+	switch {
+	case seg == "":
+		return segLiteral
+	case seg == "{$}":
+		return segEnd
+	case seg[0] == '*':
+		return segRest
+	case seg[0] == ':' && len(seg) > 1:
+		return segOne
+	case seg[0] == '{' && seg[len(seg)-1] == '}' && len(seg) > 2:
+		inner := seg[1 : len(seg)-1]
+		if strings.HasSuffix(inner, "...") || strings.HasPrefix(inner, "*") || strings.HasSuffix(inner, ":path") {
+			return segRest
+		}
+		return segOne
+	case seg[0] == '<' && seg[len(seg)-1] == '>' && len(seg) > 2:
+		if strings.HasPrefix(seg, "<path:") {
+			return segRest
+		}
+		return segOne
+	}
+	return segLiteral
 }

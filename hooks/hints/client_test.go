@@ -196,6 +196,48 @@ func TestMatchOperation(t *testing.T) {
 	}
 }
 
+// TestRouteSpellings: the route templates that the frameworks'
+// OpenTelemetry instrumentations put in http.route (and so in the server
+// span's name, which the hints carry as the edge's peer operation) match
+// the concrete requests a caller's hooks see.
+func TestRouteSpellings(t *testing.T) {
+	for _, tc := range []struct {
+		framework, pattern string
+		matches, misses    []string
+	}{
+		{"net/http ServeMux, chi, Spring, FastAPI", "GET /users/{id}", []string{"GET /users/42"}, []string{"GET /users/", "GET /users/42/orders"}},
+		{"Express, Koa (@opentelemetry/instrumentation-express)", "GET /users/:id", []string{"GET /users/42", "GET /users/42?x=1"}, []string{"GET /users", "GET /users/42/orders", "POST /users/42"}},
+		{"Express, two parameters", "GET /users/:id/orders/:orderId", []string{"GET /users/7/orders/9"}, []string{"GET /users/7/orders"}},
+		{"Express, a regexp parameter", "GET /users/:id(\\d+)", []string{"GET /users/42"}, []string{"GET /users/42/x"}},
+		{"Express wildcard", "GET /static/*", []string{"GET /static/css/site.css", "GET /static/"}, []string{"GET /static", "GET /other/x"}},
+		{"gin, echo", "GET /files/*filepath", []string{"GET /files/a/b.txt"}, []string{"GET /file/a"}},
+		{"Rails (opentelemetry-instrumentation-action_pack)", "GET /users/:id(.:format)", []string{"GET /users/42", "GET /users/42.json"}, []string{"GET /users/42/edit"}},
+		{"Rails glob", "GET /pages/*path", []string{"GET /pages/a/b/c"}, []string{"GET /page/a"}},
+		{"Flask (opentelemetry-instrumentation-flask)", "GET /users/<int:id>", []string{"GET /users/42"}, []string{"GET /users/42/x", "GET /users/"}},
+		{"Flask, no converter", "GET /users/<id>", []string{"GET /users/ann"}, []string{"GET /users"}},
+		{"Flask, path converter", "GET /files/<path:p>", []string{"GET /files/a/b/c"}, []string{"GET /file/a"}},
+		{"Django (no leading slash)", "GET users/<int:id>/", []string{"GET /users/42/"}, []string{"GET /users/"}},
+		{"gorilla/mux, a regexp", "GET /users/{id:[0-9]+}", []string{"GET /users/42"}, []string{"GET /users/42/x"}},
+		{"ASP.NET Core (no leading slash), a constraint", "GET api/users/{id:int}", []string{"GET /api/users/42"}, []string{"GET /api/users"}},
+		{"ASP.NET Core catch-all", "GET docs/{*slug}", []string{"GET /docs/a/b"}, []string{"GET /doc/a"}},
+		{"Starlette, FastAPI path converter", "GET /files/{file_path:path}", []string{"GET /files/a/b.txt"}, []string{"GET /other/a"}},
+		{"gRPC transcoding's custom method is literal", "POST /v1/things:batchGet", []string{"POST /v1/things:batchGet"}, []string{"POST /v1/things:other", "POST /v1/x"}},
+	} {
+		t.Run(tc.framework, func(t *testing.T) {
+			for _, op := range tc.matches {
+				if !matchOperation(tc.pattern, op) {
+					t.Errorf("%q does not match %q", tc.pattern, op)
+				}
+			}
+			for _, op := range tc.misses {
+				if matchOperation(tc.pattern, op) {
+					t.Errorf("%q matches %q", tc.pattern, op)
+				}
+			}
+		})
+	}
+}
+
 func TestRevalidation(t *testing.T) {
 	col := newCollector(t)
 	c := New(col.srv.URL, "checkout")
