@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -34,7 +36,8 @@ over all of the input, then prints a verdict for every failed inbound request,
 each edge with its mode, claim accuracy, amplification and a summary.
 
 A file that cannot be read is named on standard error and the others are
-still analysed; the exit status is then 2.`,
+still analysed; the exit status is then 2. Input that reads but holds no
+span (an empty file, JSON that is not an OTLP export) is an error too.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
 			if format != "table" && format != "jsonl" {
@@ -44,6 +47,9 @@ still analysed; the exit status is then 2.`,
 				return err
 			}
 			rep, readErr := analyzeFiles(cfg, files, cmd.ErrOrStderr())
+			if readErr == nil && rep.summary.Spans == 0 && rep.summary.MalformedSpans == 0 {
+				return &exitError{code: 2, err: fmt.Errorf("no spans in %s: analyze reads OTLP trace exports, protobuf ExportTraceServiceRequest bodies or OTLP JSON with resourceSpans, as the collector's file exporter writes them", strings.Join(files, ", "))}
+			}
 			var err error
 			if format == "jsonl" {
 				err = rep.writeJSONL(cmd.OutOrStdout())
@@ -110,11 +116,21 @@ type summaryLine struct {
 	Traces         uint64            `json:"traces"`
 	Spans          uint64            `json:"spans"`
 	MalformedSpans uint64            `json:"malformed_spans"`
-	Unlinked       da.LinkStats      `json:"unlinked"`
+	Unlinked       unlinkedLine      `json:"unlinked"`
 	Requests       uint64            `json:"requests"`
 	Failed         uint64            `json:"failed_requests"`
 	Verdicts       map[string]uint64 `json:"verdicts"`
 	Edges          map[string]int    `json:"edges"`
+}
+
+// unlinkedLine counts the spans that could not be linked into a request,
+// by why (dependencyanalysis.LinkStats without its total).
+type unlinkedLine struct {
+	Duplicates   uint64 `json:"duplicate_span_ids"`
+	SelfParents  uint64 `json:"self_parents"`
+	Cycles       uint64 `json:"cycles"`
+	Orphans      uint64 `json:"orphans"`
+	RootOutbound uint64 `json:"root_outbound"`
 }
 
 // analyzeFiles reads every file, learns the edge model over all of them,
@@ -126,7 +142,10 @@ func analyzeFiles(cfg da.Config, files []string, errw io.Writer) (*report, error
 		stats:   da.NewStats(),
 		summary: summaryLine{Kind: "summary", Files: len(files), Verdicts: map[string]uint64{}, Edges: map[string]int{}},
 	}
-	rep.model = da.NewEdgeModel(cfg.EdgeModel)
+	// Spans dated ahead of this machine's clock count as made now, as in
+	// the processor: one host whose clock runs a day ahead must not age
+	// every other observation away under --half-life.
+	rep.model = da.NewEdgeModel(cfg.EdgeModel, da.WithClock(time.Now))
 	ex := da.NewExtractor(cfg, rep.syms)
 	var spans []da.Record
 	var errs []error
@@ -154,7 +173,8 @@ func analyzeFiles(cfg da.Config, files []string, errw io.Writer) (*report, error
 	s := &rep.summary
 	s.Traces = rep.stats.Traces
 	s.Spans = rep.stats.Link.Spans
-	s.Unlinked = rep.stats.Link
+	l := rep.stats.Link
+	s.Unlinked = unlinkedLine{Duplicates: l.Duplicates, SelfParents: l.SelfParents, Cycles: l.Cycles, Orphans: l.Orphans, RootOutbound: l.RootOutbound}
 	for _, op := range rep.stats.Operations {
 		s.Requests += op.Served
 		s.Failed += op.Failed

@@ -9,9 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
@@ -247,4 +249,93 @@ func nonEmpty[M ~map[string]int](m M) map[string]int {
 		}
 	}
 	return out
+}
+
+// TestAnalyzeNoSpans: input that reads but holds no span is an error that
+// says what analyze reads, not an empty report.
+func TestAnalyzeNoSpans(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, body string }{
+		{"JSON that is no OTLP export", `{"hello":"world"}`},
+		{"an empty file", ""},
+		{"an export without spans", `{"resourceSpans":[]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")+".json")
+			require.NoError(t, os.WriteFile(path, []byte(tc.body), 0o600))
+			out, _, err := runCLI(t, "analyze", path)
+			var ee *exitError
+			require.True(t, errors.As(err, &ee), "error %v", err)
+			assert.Equal(t, 2, ee.code)
+			assert.ErrorContains(t, err, "no spans in "+path+": analyze reads OTLP trace exports")
+			assert.Empty(t, out, "no empty report")
+		})
+	}
+}
+
+// TestAnalyzeClockAhead: a capture taken just now, with one span from a
+// host whose clock runs a day ahead. Under --half-life the span counts as
+// made now, as in the processor, so the learned edges keep their evidence
+// and the coincidental errors are still found; the summary's unlinked
+// counts are the unlinked spans only.
+func TestAnalyzeClockAhead(t *testing.T) {
+	all := ptrace.NewTraces()
+	require.NoError(t, otlpfile.ReadFile(filepath.Join(scenarioDir, "coincidental.json"), func(td ptrace.Traces) {
+		td.ResourceSpans().MoveAndAppendTo(all.ResourceSpans())
+	}))
+	var newest pcommon.Timestamp
+	forEachSpan(all, func(s ptrace.Span) { newest = max(newest, s.EndTimestamp()) })
+	shift := time.Now().Add(-time.Minute).Sub(newest.AsTime())
+	forEachSpan(all, func(s ptrace.Span) {
+		s.SetStartTimestamp(pcommon.NewTimestampFromTime(s.StartTimestamp().AsTime().Add(shift)))
+		s.SetEndTimestamp(pcommon.NewTimestampFromTime(s.EndTimestamp().AsTime().Add(shift)))
+	})
+	// One more checkout, on a host a day ahead: its server span and its
+	// call to a service of its own, both dated tomorrow.
+	ahead := all.ResourceSpans().AppendEmpty()
+	ahead.Resource().Attributes().PutStr("service.name", "clock-ahead")
+	tomorrow := time.Now().Add(24 * time.Hour)
+	spans := ahead.ScopeSpans().AppendEmpty().Spans()
+	for i, kind := range []ptrace.SpanKind{ptrace.SpanKindServer, ptrace.SpanKindClient} {
+		span := spans.AppendEmpty()
+		span.SetName("GET /tick")
+		span.SetKind(kind)
+		span.SetTraceID(pcommon.TraceID{0xaa, 1})
+		span.SetSpanID(pcommon.SpanID{0xaa, byte(i + 1)})
+		if i > 0 {
+			span.SetParentSpanID(pcommon.SpanID{0xaa, 1})
+			span.Attributes().PutStr("server.address", "clock.internal")
+			span.Attributes().PutInt("server.port", 80)
+		}
+		span.SetStartTimestamp(pcommon.NewTimestampFromTime(tomorrow))
+		span.SetEndTimestamp(pcommon.NewTimestampFromTime(tomorrow.Add(time.Millisecond)))
+	}
+	doc, err := (&ptrace.JSONMarshaler{}).MarshalTraces(all)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "capture.json")
+	require.NoError(t, os.WriteFile(path, doc, 0o600))
+
+	out, stderr, err := runCLI(t, "analyze", "--format", "jsonl", "--half-life", "10m", path)
+	require.NoError(t, err, stderr)
+	got := lines(t, out)
+	summary := got["summary"][0]
+	assert.Equal(t, 10.0, summary["verdicts"].(map[string]any)["coincidental"], "the coincidental errors, found under decay")
+	assert.NotContains(t, summary["unlinked"], "spans", "unlinked counts only the unlinked spans")
+	modes := map[string]string{}
+	for _, e := range got["edge"] {
+		modes[e["peer_service"].(string)] = e["mode"].(string)
+	}
+	assert.Equal(t, "fail_open", modes["recommendations"], "the tolerated edge keeps its evidence")
+}
+
+func forEachSpan(td ptrace.Traces, f func(ptrace.Span)) {
+	for i := range td.ResourceSpans().Len() {
+		rs := td.ResourceSpans().At(i)
+		for j := range rs.ScopeSpans().Len() {
+			ss := rs.ScopeSpans().At(j).Spans()
+			for k := range ss.Len() {
+				f(ss.At(k))
+			}
+		}
+	}
 }
