@@ -543,6 +543,11 @@ func (a *Analyzer) groupCalls() {
 			cl.attempts++
 			cl.Failed = s.Failed()
 			cl.Claim = s.ClaimReceived()
+			if callee := t.Callee[ref.span]; cl.Claim == ownership.ClaimMissing && callee >= 0 {
+				// A caller without the hooks records no claim received;
+				// the callee's own server span says what it sent.
+				cl.Claim = spans[t.Requests[callee].Span].Claim()
+			}
 			if d := s.Decision(); d != ownership.DecisionNone {
 				cl.Decision = d
 			}

@@ -164,3 +164,45 @@ func TestJudgeOnlyFailedRequests(t *testing.T) {
 func withClaim(s sp, c ownership.Claim) sp { s.claimRx = c; return s }
 
 func withDecision(s sp, d ownership.RetryDecision) sp { s.decision = d; return s }
+
+// TestClaimFromTheCalleesServerSpan: a caller without the hooks records no
+// claim received, but the callee's own server span says what it sent; the
+// verdict reads it there rather than calling the claim missing.
+func TestClaimFromTheCalleesServerSpan(t *testing.T) {
+	in := sp{id: 1, kind: KindServer, svc: "node-gateway", op: "GET /checkout", start: 0, end: 100, failed: true}
+	call := sp{id: 2, parent: 1, kind: KindClient, svc: "node-gateway", op: "GET", peer: "checkout", start: 10, end: 90, failed: true}
+	tests := []struct {
+		name       string
+		calleeSent ownership.Claim
+		callRx     ownership.Claim
+		want       ownership.Reason
+	}{
+		{"the callee claimed, the caller recorded nothing", ownership.ClaimClaimed, ownership.ClaimMissing, ownership.ReasonPropagated},
+		{"the callee unclaimed, the caller recorded nothing", ownership.ClaimUnclaimed, ownership.ClaimMissing, ownership.ReasonPropagated},
+		{"neither recorded a claim: missing", ownership.ClaimMissing, ownership.ClaimMissing, ownership.ReasonMissingDownstreamClaim},
+		{"what the caller received wins", ownership.ClaimClaimed, ownership.ClaimUnclaimed, ownership.ReasonPropagated},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			callee := sp{id: 3, parent: 2, kind: KindServer, svc: "checkout", op: "GET /checkout", start: 20, end: 80, failed: true, claim: tc.calleeSent}
+			c := call
+			c.claimRx = tc.callRx
+			a := NewAnalyzer()
+			tr := a.Link(testTrace, records(in, c, callee))
+			vs := a.Judge(tr, modes{})
+			var got *Verdict
+			for i := range vs {
+				if testSymbols.Name(tr.RequestSpan(&tr.Requests[vs[i].Request]).Service) == "node-gateway" {
+					got = &vs[i]
+				}
+			}
+			require.NotNil(t, got, "the gateway's request is judged")
+			assert.Equal(t, tc.want, got.Reason)
+			want := tc.callRx
+			if want == ownership.ClaimMissing {
+				want = tc.calleeSent
+			}
+			assert.Equal(t, want, tr.Calls[got.FailedCalls[0]].Claim, "the claim the call got")
+		})
+	}
+}
