@@ -200,7 +200,7 @@ func TestAuditInputErrors(t *testing.T) {
 		{"misspelt dependency", append(fixtureWindow, "--dependency", "recomendations"), `did you mean "recommendations"?`},
 		{"unknown operation", append(fixtureWindow, "--operation", "POST /checkouts"), `did you mean "POST /checkout"`},
 		{"empty window", []string{"--from", "2026-10-01T00:00:00Z", "--to", "2026-10-02T00:00:00Z"},
-			"no statistics from 2026-10-01T00:00:00Z to 2026-10-02T00:00:00Z; the database holds them from 2026-11-01T00:00:00Z to 2026-11-01T00:00:00Z: try --from 2026-11-01T00:00:00Z --to 2026-11-01T00:00:01Z"},
+			"no statistics from 2026-10-01T00:00:00Z to 2026-10-02T00:00:00Z; the database holds them from 2026-11-01T00:00:00Z to 2026-11-01T01:00:00Z: try --from 2026-11-01T00:00:00Z --to 2026-11-01T01:00:00Z"},
 		{"since and from", []string{"--since", "1h", "--from", "2026-11-01"}, "--since and --from both given: give one"},
 		{"bad time", []string{"--from", "yesterday"}, `--from "yesterday" is not a time: write it as 2026-11-29T16:00:00Z`},
 		{"backwards window", []string{"--from", "2026-11-02", "--to", "2026-11-01"}, "the window is empty"},
@@ -216,6 +216,21 @@ func TestAuditInputErrors(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// TestAuditFollowsItsOwnSuggestion: the window an empty answer suggests
+// holds the audit rows the database has.
+func TestAuditFollowsItsOwnSuggestion(t *testing.T) {
+	dsn := fixtureDSN(t, fixtureBucket)
+	_, _, err := runCLI(t, "audit", "--dsn", dsn, "--from", "2026-10-01T00:00:00Z", "--to", "2026-10-02T00:00:00Z")
+	require.Error(t, err)
+	_, suggestion, ok := strings.Cut(err.Error(), "try ")
+	require.True(t, ok, "no suggestion in %q", err)
+	suggestion, _, _ = strings.Cut(suggestion, ",")
+	out, stderr, err := runCLI(t, append([]string{"audit", "--dsn", dsn}, strings.Fields(suggestion)...)...)
+	require.NoError(t, err, stderr)
+	assert.NotContains(t, out, "none:", "the suggested window %q holds the rows", suggestion)
+	assert.Contains(t, out, "checkout")
 }
 
 // TestAuditTraceURL: placeholders are filled in and query-escaped.

@@ -138,8 +138,10 @@ func emptyWindowError(ctx context.Context, st *store.Store, from, to time.Time) 
 	if !ok {
 		return fmt.Errorf("the database (%s) holds no statistics yet: is a collector with a store section writing to it? (%s)", st, pointElsewhere)
 	}
+	// last is when the last bucket starts; it ends within an hour, the
+	// longest store.bucket, and its audit rows are dated within it.
 	return fmt.Errorf("no statistics from %s to %s; the database holds them from %s to %s: try --from %s --to %s, or a --since that reaches back to them",
-		stamp(from), stamp(to), stamp(first), stamp(last), stamp(first), stamp(last.Add(time.Second)))
+		stamp(from), stamp(to), stamp(first), stamp(last.Add(time.Hour)), stamp(first), stamp(last.Add(time.Hour)))
 }
 
 // windowNames returns the names the window holds, or emptyWindowError.
