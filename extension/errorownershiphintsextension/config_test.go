@@ -88,6 +88,10 @@ func TestLoadConfig(t *testing.T) {
 			name: "a writer's key in the store section", id: component.NewIDWithName(metadata.Type, "writer_keys_in_store"),
 			unmarshalErr: "retention",
 		},
+		{
+			name: "misspelt keys, ours and confighttp's", id: component.NewIDWithName(metadata.Type, "misspelt"),
+			unmarshalErr: "tll: did you mean ttl?\ntls.cert_fle: did you mean tls.cert_file?",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

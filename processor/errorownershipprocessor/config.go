@@ -7,9 +7,11 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
 	"github.com/errorownership/errorownership/internal/configcheck"
+	"github.com/errorownership/errorownership/internal/configkeys"
 	"github.com/errorownership/errorownership/store"
 )
 
@@ -83,6 +85,14 @@ func (c *Config) Engine() dependencyanalysis.Config {
 }
 
 var _ component.Config = (*Config)(nil)
+
+var _ confmap.Unmarshaler = (*Config)(nil)
+
+// Unmarshal reads the configuration as the collector does, and for a
+// misspelt key says which key it may have meant.
+func (c *Config) Unmarshal(conf *confmap.Conf) error {
+	return configkeys.Unmarshal(conf, c)
+}
 
 // Validate reports every problem in the configuration, each naming its key
 // and the fix.

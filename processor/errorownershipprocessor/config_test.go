@@ -188,7 +188,12 @@ func TestLoadConfig(t *testing.T) {
 		{
 			name:         "misspelt key",
 			id:           component.NewIDWithName(metadata.Type, "unknown_key"),
-			unmarshalErr: "decison_wait", //nolint:misspell // the misspelt key is what is tested
+			unmarshalErr: "decison_wait: did you mean decision_wait?", //nolint:misspell // the misspelt key is what is tested
+		},
+		{
+			name:         "misspelt nested keys",
+			id:           component.NewIDWithName(metadata.Type, "unknown_nested_key"),
+			unmarshalErr: "edge_model.halflife: did you mean edge_model.half_life?\nstore.dns: did you mean store.dsn?",
 		},
 		{
 			// One half-life for the model, learned or read back from the

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
@@ -227,13 +228,18 @@ func Check(t *testing.T, tc Case, attemptKey string, a, b, c Observed) {
 }
 
 // SpanAttrs returns attribute key of the recorder's ended spans of kind, in
-// the order they ended, waiting briefly for n of them: a server span ends
+// the order they started, waiting briefly for n of them: a server span ends
 // just after its response is written.
 func SpanAttrs(spans *tracetest.SpanRecorder, kind trace.SpanKind, key string, n int) []string {
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		var out []string
-		for _, sp := range spans.Ended() {
+		// In the order they started, which is the attempts' order: an
+		// attempt's span ends when its body is closed, which may come
+		// after the next attempt's began.
+		ended := spans.Ended()
+		slices.SortStableFunc(ended, func(a, b sdktrace.ReadOnlySpan) int { return a.StartTime().Compare(b.StartTime()) })
+		for _, sp := range ended {
 			if sp.SpanKind() != kind {
 				continue
 			}

@@ -63,7 +63,7 @@ func (r *Recorder) Seen() (attempts, observed []string) {
 }
 
 // SpanAttrs returns attribute key of the service's ended spans of kind, in
-// the order they ended, waiting briefly for n of them.
+// the order they started, waiting briefly for n of them.
 func (r *Recorder) SpanAttrs(t *testing.T, kind trace.SpanKind, key string, n int) []string {
 	t.Helper()
 	return SpanAttrs(r.Spans, kind, key, n)
