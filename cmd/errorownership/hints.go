@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -21,11 +23,12 @@ import (
 const minHintsTTL = time.Second
 
 type hintsOptions struct {
-	db     storeFlags
-	format string
-	ttl    time.Duration
-	budget ownership.RetryBudget
-	model  da.ModelConfig
+	db       storeFlags
+	format   string
+	endpoint string // the collector's hints endpoint, whose ttl and budget are used
+	ttl      time.Duration
+	budget   ownership.RetryBudget
+	model    da.ModelConfig
 }
 
 func newHintsCommand() *cobra.Command {
@@ -44,18 +47,23 @@ P(request fails | call failed alone), the samples counted, and which threshold d
 --format json prints exactly the endpoint's document; --format evidence adds the evidence.
 
 The endpoint's TTL and retry budget, and the edge model's rule, are the collector's
-configuration: the flags take the processor's defaults; give the values your collector has.`,
+configuration: the flags take the defaults; give the values your collector has, or
+--endpoint, the collector's hints endpoint, to take its TTL and budget from what it serves.`,
 		Example: `  # What checkout is told, with the evidence
   errorownership hints checkout --dsn postgres://reader@db.internal:5432/errorownership
 
   # The endpoint's document, for an errorownership_hints extension with ttl 10s and a 5 % retry budget
-  errorownership hints checkout --format json --ttl 10s --retry-ratio 0.05`,
+  errorownership hints checkout --format json --ttl 10s --retry-ratio 0.05
+
+  # With the TTL and budget the collector's hints endpoint serves
+  errorownership hints checkout --endpoint http://otel-collector:4320`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
 	}
 	f := cmd.Flags()
 	o.db.add(f)
 	f.StringVar(&o.format, "format", "table", "table, json (the endpoint's document) or evidence (the document and each edge's evidence)")
+	f.StringVar(&o.endpoint, "endpoint", "", "the collector's hints endpoint (http://host:4320): take the ttl and retry budget it serves rather than the flags'")
 	f.DurationVar(&o.ttl, "ttl", o.ttl, "the errorownership_hints extension's ttl")
 	f.Float64Var(&o.budget.Ratio, "retry-ratio", o.budget.Ratio, "the errorownership_hints extension's retry_budget.ratio")
 	f.Float64Var(&o.budget.MinRetriesPerSecond, "min-retries-per-second", o.budget.MinRetriesPerSecond, "the errorownership_hints extension's retry_budget.min_retries_per_second")
@@ -93,10 +101,22 @@ func (o *hintsOptions) validate() error {
 }
 
 func (o *hintsOptions) run(cmd *cobra.Command, service string) error {
+	ctx := cmd.Context()
+	if o.endpoint != "" {
+		for _, flag := range []string{"ttl", "retry-ratio", "min-retries-per-second"} {
+			if cmd.Flags().Changed(flag) {
+				return fmt.Errorf("--endpoint and --%s both given: the endpoint says its %s; give one", flag, strings.ReplaceAll(flag, "-", " "))
+			}
+		}
+		served, err := fetchHints(ctx, o.endpoint, service)
+		if err != nil {
+			return err
+		}
+		o.ttl, o.budget = time.Duration(served.TTLSeconds)*time.Second, served.Budget()
+	}
 	if err := o.validate(); err != nil {
 		return err
 	}
-	ctx := cmd.Context()
 	st, err := o.db.open(ctx)
 	if err != nil {
 		return err
@@ -126,6 +146,33 @@ func (o *hintsOptions) run(cmd *cobra.Command, service string) error {
 		return o.writeEvidence(w, doc, est)
 	}
 	return o.writeTable(w, doc, est)
+}
+
+// fetchHints gets the document the hints endpoint at base serves service.
+func fetchHints(ctx context.Context, base, service string) (*ownership.Hints, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	u := strings.TrimSuffix(base, "/") + ownership.HintsPath + "?service=" + url.QueryEscape(service)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("--endpoint %s: %w; give the hints endpoint's base URL, such as http://otel-collector:4320", base, err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("--endpoint %s: %w", base, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("--endpoint %s: %s answered %s", base, u, res.Status)
+	}
+	var doc ownership.Hints
+	if err := json.NewDecoder(io.LimitReader(res.Body, 8<<20)).Decode(&doc); err != nil {
+		return nil, fmt.Errorf("--endpoint %s: the answer is not a hints document: %w", base, err)
+	}
+	if err := doc.Validate(service); err != nil {
+		return nil, fmt.Errorf("--endpoint %s: %w", base, err)
+	}
+	return &doc, nil
 }
 
 // read builds the document exactly as the processor's hints endpoint does

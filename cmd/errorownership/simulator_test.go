@@ -68,13 +68,23 @@ func TestAgainstTheSimulator(t *testing.T) {
 
 	t.Run("hints agrees with the endpoint", func(t *testing.T) {
 		for _, service := range []string{"checkout", "recommendations", "nobody"} {
-			endpoint, cli := sameModel(t, ctx, col.HintsURL, dsn, service)
+			endpoint, cli := sameModel(t, ctx, col.HintsURL, dsn, service, false)
 			assert.Equal(t, endpoint, cli, service)
 			if service == "checkout" {
 				assert.Contains(t, cli, `"peer_service":"recommendations"`)
 				assert.Contains(t, cli, `"mode":"fail_open"`)
 			}
 		}
+	})
+	t.Run("hints --endpoint takes the ttl and budget the endpoint serves", func(t *testing.T) {
+		endpoint, cli := sameModel(t, ctx, col.HintsURL, dsn, "checkout", true)
+		assert.Equal(t, endpoint, cli)
+		assert.Contains(t, cli, `"ttl_seconds":1`, "the simulator's extension serves ttl 1s; the flags' default is 30s")
+		out, _, err := runCLI(t, "hints", "checkout", "--dsn", dsn, "--endpoint", col.HintsURL)
+		require.NoError(t, err)
+		assert.Contains(t, out, "ttl 1s, retry budget 10% of requests + 0 retries/s")
+		_, _, err = runCLI(t, "hints", "checkout", "--dsn", dsn, "--endpoint", col.HintsURL, "--ttl", "5s")
+		assert.ErrorContains(t, err, "--endpoint and --ttl both given")
 	})
 
 	collectorUp = false
@@ -198,7 +208,7 @@ var generatedAt = regexp.MustCompile(`"generated_at":"[^"]*"`)
 // with the store, and must then be equal byte for byte but for
 // generated_at, when each side read the model, which the command's
 // document takes from the endpoint's.
-func sameModel(t *testing.T, ctx context.Context, base, dsn, service string) (endpoint, cli string) {
+func sameModel(t *testing.T, ctx context.Context, base, dsn, service string, fromEndpoint bool) (endpoint, cli string) {
 	t.Helper()
 	fetch := func() string {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+ownership.HintsPath+"?service="+url.QueryEscape(service), nil)
@@ -214,6 +224,9 @@ func sameModel(t *testing.T, ctx context.Context, base, dsn, service string) (en
 	args := []string{"hints", service, "--dsn", dsn, "--format", "json",
 		// The simulator's collector: the hints extension's ttl 1s, a 10 % budget without a floor.
 		"--ttl", "1s", "--retry-ratio", "0.1", "--min-retries-per-second", "0"}
+	if fromEndpoint {
+		args = []string{"hints", service, "--dsn", dsn, "--format", "json", "--endpoint", base}
+	}
 	if service == "nobody" {
 		// The endpoint answers a service it never saw with no edges; the
 		// command says there is no such service.
