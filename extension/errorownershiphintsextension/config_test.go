@@ -1,10 +1,7 @@
 package errorownershiphintsextension
 
 import (
-	"os"
 	"path/filepath"
-	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,9 +12,9 @@ import (
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/errorownership/errorownership/extension/errorownershiphintsextension/internal/metadata"
+	"github.com/errorownership/errorownership/internal/configkeys/configkeystest"
 	"github.com/errorownership/errorownership/ownership"
 )
 
@@ -131,48 +128,5 @@ func TestCreateDefaultConfig(t *testing.T) {
 // TestConfigSchemaCoversEveryKey: config.schema.yaml describes every key
 // of Config and no other (confighttp's keys come from its own schema).
 func TestConfigSchemaCoversEveryKey(t *testing.T) {
-	raw, err := os.ReadFile("config.schema.yaml")
-	require.NoError(t, err)
-	var schema map[string]any
-	require.NoError(t, yaml.Unmarshal(raw, &schema))
-	defs := schema["$defs"].(map[string]any)
-	inSchema := map[string]bool{}
-	var described func(prefix string, node map[string]any)
-	described = func(prefix string, node map[string]any) {
-		props, _ := node["properties"].(map[string]any)
-		for k, v := range props {
-			if ref, ok := v.(map[string]any)["$ref"].(string); ok {
-				described(prefix+k+".", defs[ref].(map[string]any))
-				continue
-			}
-			inSchema[prefix+k] = true
-		}
-	}
-	described("", schema)
-
-	inConfig := map[string]bool{}
-	var walk func(prefix string, typ reflect.Type)
-	walk = func(prefix string, typ reflect.Type) {
-		for i := range typ.NumField() {
-			f := typ.Field(i)
-			name, opts, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
-			ft := f.Type
-			switch {
-			case opts == "squash" && ft == reflect.TypeOf(confighttp.ServerConfig{}):
-				continue // described by confighttp's own schema, which allOf names
-			case name == "" || name == "-":
-				continue
-			}
-			if strings.HasPrefix(ft.Name(), "Optional[") {
-				ft = reflect.TypeOf(StoreConfig{})
-			}
-			if ft.Kind() == reflect.Struct && ft != reflect.TypeOf(time.Duration(0)) {
-				walk(prefix+name+".", ft)
-				continue
-			}
-			inConfig[prefix+name] = true
-		}
-	}
-	walk("", reflect.TypeOf(Config{}))
-	assert.Equal(t, inConfig, inSchema)
+	configkeystest.CheckSchema(t, "config.schema.yaml", &Config{}, []any{&confighttp.ServerConfig{}})
 }

@@ -108,11 +108,12 @@ func optionalValue(t reflect.Type) (reflect.Type, bool) {
 	return nil, false
 }
 
-// hasTags reports whether a struct has mapstructure fields, so that a
-// struct read as one value (a component ID, say) is a key itself.
+// hasTags reports whether a struct has mapstructure keys, so that a struct
+// read as one value (a component ID, whose fields are all "-") is a key
+// itself.
 func hasTags(t reflect.Type) bool {
 	for i := range t.NumField() {
-		if _, ok := t.Field(i).Tag.Lookup("mapstructure"); ok {
+		if tag, ok := t.Field(i).Tag.Lookup("mapstructure"); ok && tag != "-" {
 			return true
 		}
 	}

@@ -28,12 +28,16 @@ type example struct {
 		N int `mapstructure:"n"`
 	} `mapstructure:"nested"`
 	Skipped int `mapstructure:"-"`
+	ID      *struct {
+		a, b string `mapstructure:"-"`
+	} `mapstructure:"id"`
 	private int
 }
 
 func TestKeys(t *testing.T) {
 	keys, prefixes := Keys(reflect.TypeOf(&example{}))
-	assert.ElementsMatch(t, []string{"endpoint", "decision_wait", "store.dsn", "store.model_refresh", "names", "extra", "nested.n"}, keys)
+	assert.ElementsMatch(t, []string{"endpoint", "decision_wait", "store.dsn", "store.model_refresh", "names", "extra", "nested.n", "id"}, keys)
 	assert.ElementsMatch(t, []string{"names", "extra"}, prefixes)
 	_ = example{}.private
+	_ = example{}.ID
 }

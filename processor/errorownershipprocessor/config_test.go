@@ -1,9 +1,7 @@
 package errorownershipprocessor
 
 import (
-	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -14,9 +12,9 @@ import (
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
+	"github.com/errorownership/errorownership/internal/configkeys/configkeystest"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/metadata"
 	"github.com/errorownership/errorownership/store"
 )
@@ -271,55 +269,8 @@ func TestAuditLimit(t *testing.T) {
 }
 
 // TestConfigSchemaCoversEveryKey keeps config.schema.yaml in step with the
-// configuration: every key of Config is described, and nothing else.
+// configuration: every key of Config is described, and nothing else (the
+// old hints section is read only to say where it went).
 func TestConfigSchemaCoversEveryKey(t *testing.T) {
-	raw, err := os.ReadFile("config.schema.yaml")
-	require.NoError(t, err)
-	var schema map[string]any
-	require.NoError(t, yaml.Unmarshal(raw, &schema))
-	defs := schema["$defs"].(map[string]any)
-	var described func(prefix string, node map[string]any, out map[string]bool)
-	described = func(prefix string, node map[string]any, out map[string]bool) {
-		props, _ := node["properties"].(map[string]any)
-		for k, v := range props {
-			p := v.(map[string]any)
-			if ref, ok := p["$ref"].(string); ok {
-				described(prefix+k+".", defs[ref].(map[string]any), out)
-				continue
-			}
-			out[prefix+k] = true
-		}
-	}
-	inSchema := map[string]bool{}
-	described("", schema, inSchema)
-
-	inConfig := map[string]bool{}
-	var walk func(prefix string, typ reflect.Type)
-	walk = func(prefix string, typ reflect.Type) {
-		for i := range typ.NumField() {
-			f := typ.Field(i)
-			tag := f.Tag.Get("mapstructure")
-			name, opts, _ := strings.Cut(tag, ",")
-			ft := f.Type
-			switch {
-			case name == "hints" && ft.Kind() == reflect.Map:
-				continue // the old section, read only to say where it went
-			case opts == "squash":
-				walk(prefix, ft)
-				continue
-			case name == "" || name == "-":
-				continue
-			}
-			if strings.HasPrefix(ft.Name(), "Optional[") {
-				ft = reflect.TypeOf(store.Config{})
-			}
-			if ft.Kind() == reflect.Struct && ft != reflect.TypeOf(time.Duration(0)) {
-				walk(prefix+name+".", ft)
-				continue
-			}
-			inConfig[prefix+name] = true
-		}
-	}
-	walk("", reflect.TypeOf(Config{}))
-	assert.Equal(t, inConfig, inSchema)
+	configkeystest.CheckSchema(t, "config.schema.yaml", &Config{}, nil, "hints")
 }
