@@ -297,6 +297,38 @@ func shopEndToEnd(t *testing.T, collectorBin, shopBin string, withStore bool) {
 		assert.InDelta(t, want[kind], got[kind], 0.01*float64(want[kind])+1, "checkout's %s verdicts", kind)
 	}
 
+	// The learning phase too: the failures judged while the tolerated edge
+	// had no mode were held and judged again once it was learned, and
+	// counted in the buckets of their traces.
+	learnWant := verdictCounts{}
+	for _, r := range checkout.records(t) {
+		if measured[r.TraceID] || r.Status < 500 {
+			continue
+		}
+		failedRecs, failedPayments := false, false
+		for _, f := range r.Failed {
+			failedRecs = failedRecs || f == "recommendations"
+			failedPayments = failedPayments || f == "payments"
+		}
+		switch {
+		case failedPayments:
+			learnWant["propagated"]++
+		case failedRecs:
+			learnWant["coincidental"]++
+		default:
+			learnWant["own"]++
+		}
+	}
+	learnGot := verdictCounts{}
+	require.NoError(t, conn.QueryRow(context.Background(),
+		`SELECT coalesce(sum(verdict_own), 0), coalesce(sum(verdict_propagated), 0), coalesce(sum(verdict_coincidental), 0)
+		 FROM operation_stats WHERE service = 'checkout' AND bucket < $1`, measuredFrom).Scan(&own, &propagated, &coinc))
+	learnGot["own"], learnGot["propagated"], learnGot["coincidental"] = own, propagated, coinc
+	t.Logf("checkout, learning phase: truth %v; the store %v", learnWant, learnGot)
+	for _, kind := range []string{"own", "propagated", "coincidental"} {
+		assert.InDelta(t, learnWant[kind], learnGot[kind], max(0.02*float64(learnWant[kind]), 2), "checkout's %s verdicts while learning", kind)
+	}
+
 	// Every edge is named by its callee's service.name, never an address.
 	rows, err = conn.Query(context.Background(), `SELECT DISTINCT service || ' > ' || peer_service FROM edge_stats ORDER BY 1`)
 	require.NoError(t, err)
