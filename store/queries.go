@@ -114,10 +114,11 @@ ORDER BY service, operation, peer_service, peer_operation`, since, halfLife.Seco
 		return out, err
 	}
 	out, err := read()
-	if schemaMissing(err) {
+	if schemaMissing(err) || schemaChanged(err) {
 		// Readers such as the hints may ask before the writer has migrated
-		// a new database, or after the schema was dropped under a running
-		// collector: an empty model is the answer then, not an error.
+		// a new database, while it migrates, or after the schema was
+		// dropped under a running collector: an empty model is the answer
+		// then, not an error. Migrate waits for a migration under way.
 		if _, merr := s.Migrate(ctx); merr != nil {
 			return nil, fmt.Errorf("store: edge model: %w (and migrating: %w)", err, merr)
 		}

@@ -152,6 +152,7 @@ const (
 	codeUndefinedTable    = "42P01" // a partition or the schema is gone
 	codeUndefinedFunction = "42883" // the schema is gone
 	codeUndefinedColumn   = "42703" // a migration is gone
+	codeInternalError     = "XX000" // with "cache lookup failed": replaced while in use
 )
 
 // schemaMissing reports whether err says a table, function or column of
@@ -169,6 +170,15 @@ func schemaMissing(err error) bool {
 		return true
 	}
 	return false
+}
+
+// schemaChanged reports whether err says a function or table the query
+// planned with was dropped while it ran: a migration replaced it (the
+// writer migrating a new database while a reader asks, say), and the query
+// succeeds once the migration has.
+func schemaChanged(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == codeInternalError && strings.HasPrefix(pgErr.Message, "cache lookup failed")
 }
 
 // Write writes one flush in one transaction, exactly once: it reports
