@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -15,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	da "github.com/errorownership/errorownership/dependencyanalysis"
+	"github.com/errorownership/errorownership/hooks/hints"
 	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/store"
 )
@@ -148,31 +147,18 @@ func (o *hintsOptions) run(cmd *cobra.Command, service string) error {
 	return o.writeTable(w, doc, est)
 }
 
-// fetchHints gets the document the hints endpoint at base serves service.
+// fetchHints gets the document the hints endpoint at base serves service,
+// with the hint client the services' hooks use.
 func fetchHints(ctx context.Context, base, service string) (*ownership.Hints, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	u := strings.TrimSuffix(base, "/") + ownership.HintsPath + "?service=" + url.QueryEscape(service)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
+	c := hints.New(base, service, hints.WithFetchTimeout(10*time.Second))
+	if _, err := c.Refresh(ctx); err != nil {
 		return nil, fmt.Errorf("--endpoint %s: %w; give the hints endpoint's base URL, such as http://otel-collector:4320", base, err)
 	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("--endpoint %s: %w", base, err)
+	doc, ok := c.Hints()
+	if !ok {
+		return nil, fmt.Errorf("--endpoint %s: no hints document for %s", base, service)
 	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("--endpoint %s: %s answered %s", base, u, res.Status)
-	}
-	var doc ownership.Hints
-	if err := json.NewDecoder(io.LimitReader(res.Body, 8<<20)).Decode(&doc); err != nil {
-		return nil, fmt.Errorf("--endpoint %s: the answer is not a hints document: %w", base, err)
-	}
-	if err := doc.Validate(service); err != nil {
-		return nil, fmt.Errorf("--endpoint %s: %w", base, err)
-	}
-	return &doc, nil
+	return doc, nil
 }
 
 // read builds the document exactly as the processor's hints endpoint does

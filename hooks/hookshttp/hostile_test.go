@@ -398,10 +398,12 @@ func TestHostileCalleeThroughReverseProxy(t *testing.T) {
 			if err != nil {
 				// Whether a proxy relays a body that breaks midway depends on
 				// whether its header was flushed first: timing. The hooks are
-				// at fault only if a bare proxy always relays it.
+				// at fault only if a bare proxy always relays it; if it fails
+				// the same way, the hooks did no worse, which is the claim.
 				for range 20 {
 					if _, bareErr := get(func(h http.Handler) http.Handler { return h }, bare); bareErr != nil {
-						t.Skipf("a proxy without the hooks cannot always relay this answer either: %v (with the hooks: %v)", bareErr, err)
+						t.Logf("a proxy without the hooks fails on this answer too: %v (with the hooks: %v)", bareErr, err)
+						return
 					}
 				}
 				t.Fatal(err)

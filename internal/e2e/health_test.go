@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/errorownership/errorownership/internal/collectorproc"
+	"github.com/errorownership/errorownership/internal/e2e/scaleout"
 	"github.com/errorownership/errorownership/store/pgtest"
 )
 
@@ -22,7 +23,7 @@ import (
 // from the analysis would, with healthcheckv2 showing component status: %[1]s the
 // health_check address (readiness, as startConfigured waits for it), %[2]s
 // healthcheckv2's, %[3]s the OTLP/HTTP address, %[4]s the hints', %[5]s the
-// store's DSN, %[6]d the telemetry port.
+// store's DSN, %[6]s the telemetry section.
 const healthConfig = `
 extensions:
   health_check:
@@ -59,14 +60,7 @@ exporters:
     verbosity: basic
 service:
   extensions: [health_check, healthcheckv2, errorownership_hints]
-  telemetry:
-    metrics:
-      readers:
-        - pull:
-            exporter:
-              prometheus:
-                host: 127.0.0.1
-                port: %[6]d
+%[6]s
   pipelines:
     traces:
       receivers: [otlp]
@@ -91,7 +85,7 @@ func TestHealthShowsTheStore(t *testing.T) {
 	healthAddr, statusAddr, metricsPort := addr(), addr(), freePort(t)
 	// verbose: each component's status besides the collector's.
 	statusURL := "http://" + statusAddr + "/health/status?verbose"
-	config := fmt.Sprintf(healthConfig, healthAddr, statusAddr, addr(), addr(), dsn, metricsPort)
+	config := fmt.Sprintf(healthConfig, healthAddr, statusAddr, addr(), addr(), dsn, scaleout.TelemetrySection(metricsPort))
 	started := time.Now()
 	c := startConfigured(t, bin, config, healthAddr, fmt.Sprintf("127.0.0.1:%d", metricsPort))
 
@@ -162,15 +156,8 @@ processors:
     decision_wait: 300ms
     flush_interval: 1s
 service:
-  telemetry:
-    metrics:
-      readers:
-        - pull:
-            exporter:
-              prometheus:
-                host: 127.0.0.1
-                port: %d
-`, status, hintsAddr, grpcAddr, httpAddr, metricsPort)
+%s
+`, status, hintsAddr, grpcAddr, httpAddr, scaleout.TelemetrySection(metricsPort))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	p, err := collectorproc.Start(ctx, bin, collectorproc.Options{

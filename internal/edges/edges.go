@@ -345,37 +345,36 @@ func (m *Store) read(ctx context.Context) error {
 		m.logger.Info("Reading the edge model from the store again")
 	}
 	v := newView(now)
-	if m.names == nil {
-		for i := range est {
-			e := &est[i]
-			v.add(e.Service, e.HintEdge(e.Operation, e.PeerService, e.PeerOperation, e.PeerAddresses))
-		}
-		v.sort()
-		m.current.Store(v)
-		return nil
-	}
-	table := make(dependencyanalysis.ModeTable)
-	// Only edges with a mode go in the table (absent is unknown). Their
-	// names are interned, seen here before or not: a replica that has just
-	// started must judge its first traces by what the others learned. The
-	// symbols are held until the table is published.
-	m.inUse.RLock()
 	for i := range est {
 		e := &est[i]
 		v.add(e.Service, e.HintEdge(e.Operation, e.PeerService, e.PeerOperation, e.PeerAddresses))
+	}
+	if m.names != nil {
+		m.publishModes(est)
+	}
+	v.sort()
+	m.current.Store(v)
+	return nil
+}
+
+// publishModes makes the edges with a mode the table verdicts read (absent
+// is unknown). Their names are interned, seen here before or not: a replica
+// that has just started must judge its first traces by what the others
+// learned. The symbols are held until the table is published.
+func (m *Store) publishModes(est []store.EdgeEstimate) {
+	table := make(dependencyanalysis.ModeTable)
+	m.inUse.RLock()
+	defer m.inUse.RUnlock()
+	for i := range est {
+		e := &est[i]
 		if e.Mode == ownership.ModeUnknown {
 			continue
 		}
-		k, ok := m.key(e)
-		if ok {
+		if k, ok := m.key(e); ok {
 			table[k] = e.Mode
 		}
 	}
 	m.table.Store(&table)
-	m.inUse.RUnlock()
-	v.sort()
-	m.current.Store(v)
-	return nil
 }
 
 func (m *Store) key(e *store.EdgeEstimate) (dependencyanalysis.EdgeKey, bool) {

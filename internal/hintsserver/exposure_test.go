@@ -63,7 +63,7 @@ func (failingSource) View(context.Context) (*edges.View, error) {
 
 // serve starts a Server on a loopback port with the processor's own
 // (empty) model unless source is given, and returns its address.
-func serve(t *testing.T, source Source, cfg confighttp.ServerConfig, extensions map[component.ID]component.Component) string {
+func serve(t *testing.T, source edges.Viewer, cfg confighttp.ServerConfig, extensions map[component.ID]component.Component) string {
 	t.Helper()
 	if source == nil {
 		source = edges.NewOwn(dependencyanalysis.NewEdgeModel(dependencyanalysis.DefaultConfig().EdgeModel),
@@ -201,7 +201,7 @@ func TestRefusalsRevealNothingInternal(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		source Source
+		source edges.Viewer
 		cfg    confighttp.ServerConfig
 		auth   component.Component
 		target string

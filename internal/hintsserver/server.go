@@ -40,9 +40,6 @@ const maxServiceName = 255
 // before the authenticator has looked at it.
 const maxHeaderBytes = 64 << 10
 
-// Source gives the view of the edge model the hints are served from.
-type Source = edges.Viewer
-
 // Registry is what the errorownership_hints extension offers the
 // errorownership processor that names it (hints_extension), which finds it
 // among the host's extensions, as exporters find a storage extension.
@@ -61,7 +58,7 @@ type Server struct {
 	authParams []string
 	ttl        time.Duration
 	budget     ownership.RetryBudget
-	source     Source
+	source     edges.Viewer // the model the hints are served from
 	logger     *zap.Logger
 
 	srv     *http.Server
@@ -85,7 +82,7 @@ type answer struct {
 
 // New returns a server listening as server says, telling services to use
 // their hints for ttl and to keep budget.
-func New(server confighttp.ServerConfig, ttl time.Duration, budget ownership.RetryBudget, source Source, logger *zap.Logger) *Server {
+func New(server confighttp.ServerConfig, ttl time.Duration, budget ownership.RetryBudget, source edges.Viewer, logger *zap.Logger) *Server {
 	h := &Server{http: server, ttl: ttl, budget: budget, source: source, logger: logger}
 	if auth := server.Auth.Get(); auth != nil {
 		h.authParams = auth.RequestParameters

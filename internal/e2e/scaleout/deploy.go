@@ -58,8 +58,9 @@ func hintsSection(hintsAddr string) string {
     ttl: 2s`, hintsAddr)
 }
 
-// telemetrySection serves the collector's own telemetry on a port of its own.
-func telemetrySection(metricsPort int) string {
+// TelemetrySection is the service::telemetry section that serves a
+// collector's own metrics, at the detailed level, on 127.0.0.1:metricsPort.
+func TelemetrySection(metricsPort int) string {
 	return fmt.Sprintf(`  telemetry:
     metrics:
       level: detailed
@@ -137,7 +138,7 @@ func (l *launcher) gateway(ctx context.Context, name, dsn string) (*Collector, e
 %s
 service:
 %s
-`, processorSection(l.timings, dsn), telemetrySection(p.metrics))
+`, processorSection(l.timings, dsn), TelemetrySection(p.metrics))
 	proc, err := l.start(ctx, name, gatewayConfig, override, p)
 	if err != nil {
 		return nil, err
@@ -176,7 +177,7 @@ func (l *launcher) front(ctx context.Context, name, broker string) (*Collector, 
 service:
   extensions: [health_check]
 %s
-`, broker, telemetrySection(p.metrics))
+`, broker, TelemetrySection(p.metrics))
 	proc, err := l.start(ctx, name, frontConfig, override, p)
 	if err != nil {
 		return nil, err
@@ -212,7 +213,7 @@ service:
   pipelines:
     traces:
       exporters: [file]
-`, p.health, hintsSection(p.hints), broker, processorSection(l.timings, dsn), exported, telemetrySection(p.metrics))
+`, p.health, hintsSection(p.hints), broker, processorSection(l.timings, dsn), exported, TelemetrySection(p.metrics))
 	proc, err := l.start(ctx, name, analysisConfig, override, p)
 	if err != nil {
 		return nil, err
