@@ -148,7 +148,7 @@ func NewStats() *Stats {
 }
 
 // Empty reports whether nothing was added since NewStats or Reset.
-func (s *Stats) Empty() bool { return s.Traces == 0 }
+func (s *Stats) Empty() bool { return s.Traces == 0 && len(s.Operations) == 0 && s.AuditDropped == 0 }
 
 // Reset empties s, keeping its maps' storage.
 func (s *Stats) Reset() {
@@ -166,7 +166,8 @@ func (s *Stats) Reset() {
 	s.AuditDropped = 0
 }
 
-// Add accumulates a judged trace.
+// Add accumulates a judged trace and the verdicts to count now: a verdict
+// held to be judged again (Hold) is counted once final, by AddHeld.
 func (s *Stats) Add(t *Trace, verdicts []Verdict) {
 	s.Traces++
 	s.Link.Add(t.Link)
@@ -213,25 +214,33 @@ func (s *Stats) Add(t *Trace, verdicts []Verdict) {
 	for i := range verdicts {
 		v := &verdicts[i]
 		req := t.RequestSpan(&t.Requests[v.Request])
-		op := s.operation(OperationKey{req.Service, req.Operation})
-		op.Failed++
-		op.Verdicts[v.Kind]++
-		op.Claims[v.Sent][v.Kind]++
-		op.ExpectedClaims[v.Expected]++
-		if v.Sent == v.Expected {
-			op.ClaimsCorrect++
-		}
-		if v.Kind == VerdictCoincidental {
+		s.addVerdict(OperationKey{req.Service, req.Operation}, v, func() AuditEntry {
 			c := &t.Calls[v.FailedCalls[0]]
-			s.audit(AuditEntry{
+			return AuditEntry{
 				Time: req.End(), TraceID: t.ID, SpanID: req.SpanID,
 				Service: req.Service, Operation: req.Operation,
 				PeerService: c.PeerService, PeerOperation: c.PeerOperation,
 				ClaimSent: v.Sent, ClaimExpected: v.Expected,
-			})
-		}
+			}
+		})
 	}
 	s.addDepths(t)
+}
+
+// addVerdict counts a verdict on a request of operation k, and audits it
+// by entry when it is coincidental.
+func (s *Stats) addVerdict(k OperationKey, v *Verdict, entry func() AuditEntry) {
+	op := s.operation(k)
+	op.Failed++
+	op.Verdicts[v.Kind]++
+	op.Claims[v.Sent][v.Kind]++
+	op.ExpectedClaims[v.Expected]++
+	if v.Sent == v.Expected {
+		op.ClaimsCorrect++
+	}
+	if v.Kind == VerdictCoincidental {
+		s.audit(entry())
+	}
 }
 
 // audit keeps e unless its service has used up AuditLimit.

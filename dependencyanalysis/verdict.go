@@ -44,6 +44,11 @@ type Verdict struct {
 	// FailedCalls are the indexes in Trace.Calls of the failed logical calls
 	// (and, under the timeout rule, of the calls in flight).
 	FailedCalls []int32
+	// Unsettled: the verdict rests on edges without a mode — every failed
+	// call that counted against the request is on one — so that it would
+	// be coincidental if they turned out fail-open. Such a verdict is
+	// better held and judged again (Hold) than counted now.
+	Unsettled bool
 }
 
 // Judge gives a verdict for every failed request of t, using m for edge
@@ -65,7 +70,7 @@ func (a *Analyzer) Judge(t *Trace, m Modes) []Verdict {
 func (a *Analyzer) judge(t *Trace, ri int32, r *Request, req *Span, m Modes) Verdict {
 	v := Verdict{Request: ri, Sent: req.Claim()}
 	start := len(a.failed)
-	var closed, noPolicy, missing int
+	var tally callTally
 	for ci := r.CallsStart; ci < r.CallsEnd; ci++ {
 		c := &t.Calls[ci]
 		switch {
@@ -74,18 +79,9 @@ func (a *Analyzer) judge(t *Trace, ri int32, r *Request, req *Span, m Modes) Ver
 			// up owns the error, whatever the edge's mode.
 			v.TimedOut = true
 		case c.Failed:
-			if m.Mode(EdgeKey{req.Service, req.Operation, c.PeerService, c.PeerOperation}) == ownership.ModeFailOpen {
-				a.failed = append(a.failed, ci)
+			if !tally.add(m.Mode(EdgeKey{req.Service, req.Operation, c.PeerService, c.PeerOperation}), c.Claim, c.Decision) {
+				a.failed = append(a.failed, ci) // fail-open: listed, not counted
 				continue
-			}
-			closed++
-			// The at-least-once rule: a caller with no retry policy passes a
-			// claimed (or unlabelled) error up claimed, so someone retries.
-			if c.Decision == ownership.DecisionNoPolicy && c.Claim != ownership.ClaimUnclaimed {
-				noPolicy++
-			}
-			if c.Claim == ownership.ClaimMissing {
-				missing++
 			}
 		default:
 			continue
@@ -93,22 +89,60 @@ func (a *Analyzer) judge(t *Trace, ri int32, r *Request, req *Span, m Modes) Ver
 		a.failed = append(a.failed, ci)
 	}
 	v.FailedCalls = a.failed[start:len(a.failed):len(a.failed)]
-
-	switch {
-	case v.TimedOut:
-		v.Kind, v.Reason, v.Expected = VerdictPropagated, ownership.ReasonPropagated, ownership.ClaimUnclaimed
-	case len(v.FailedCalls) == 0:
-		v.Kind, v.Reason, v.Expected = VerdictOwn, ownership.ReasonOwn, ownership.ClaimClaimed
-	case closed == 0:
-		v.Kind, v.Reason, v.Expected = VerdictCoincidental, ownership.ReasonCoincidental, ownership.ClaimClaimed
-	default:
-		v.Kind, v.Reason, v.Expected = VerdictPropagated, ownership.ReasonPropagated, ownership.ClaimUnclaimed
-		if missing == closed {
-			v.Reason = ownership.ReasonMissingDownstreamClaim
-		}
-		if noPolicy == closed {
-			v.Expected = ownership.ClaimClaimed
-		}
-	}
+	v.Kind, v.Reason, v.Expected = tally.verdict(v.TimedOut, len(v.FailedCalls))
+	v.Unsettled = !v.TimedOut && tally.unknown > 0 && tally.closed == tally.unknown
 	return v
+}
+
+// callTally counts a request's failed calls by what the verdict makes of
+// them, so that a verdict judged again (Held.Rejudge) is decided as the
+// first was.
+type callTally struct {
+	// closed are the failed calls on edges not known to be fail-open;
+	// unknown those of them on edges without a mode.
+	closed, unknown int
+	noPolicy        int // of closed: no retry policy, the claim not unclaimed
+	missing         int // of closed: no claim received
+}
+
+// add counts a failed call on an edge of mode, and reports whether it
+// counts against the request (false: fail-open, tolerated).
+func (t *callTally) add(mode ownership.Mode, claim ownership.Claim, decision ownership.RetryDecision) bool {
+	if mode == ownership.ModeFailOpen {
+		return false
+	}
+	t.closed++
+	if mode == ownership.ModeUnknown {
+		t.unknown++
+	}
+	// The at-least-once rule: a caller with no retry policy passes a
+	// claimed (or unlabelled) error up claimed, so someone retries.
+	if decision == ownership.DecisionNoPolicy && claim != ownership.ClaimUnclaimed {
+		t.noPolicy++
+	}
+	if claim == ownership.ClaimMissing {
+		t.missing++
+	}
+	return true
+}
+
+// verdict decides a failed request from its tally: failed is how many
+// calls failed (fail-open ones included).
+func (t *callTally) verdict(timedOut bool, failed int) (VerdictKind, ownership.Reason, ownership.Claim) {
+	switch {
+	case timedOut:
+		return VerdictPropagated, ownership.ReasonPropagated, ownership.ClaimUnclaimed
+	case failed == 0:
+		return VerdictOwn, ownership.ReasonOwn, ownership.ClaimClaimed
+	case t.closed == 0:
+		return VerdictCoincidental, ownership.ReasonCoincidental, ownership.ClaimClaimed
+	}
+	reason, expected := ownership.ReasonPropagated, ownership.ClaimUnclaimed
+	if t.missing == t.closed {
+		reason = ownership.ReasonMissingDownstreamClaim
+	}
+	if t.noPolicy == t.closed {
+		expected = ownership.ClaimClaimed
+	}
+	return VerdictPropagated, reason, expected
 }

@@ -87,11 +87,15 @@ service:
 `
 
 // defaultProcessor is the errorownership section of the tests that need
-// no store.
+// no store. A test lasts seconds, not days: a verdict resting on an edge
+// that the test's spans never teach a mode is judged for the last time
+// after 5s, not rejudge's 10m.
 const defaultProcessor = `    decision_wait: 300ms
     flush_interval: 1s
     edge_model:
-      half_life: 0s`
+      half_life: 0s
+    rejudge:
+      max_age: 5s`
 
 func startCollector(t *testing.T, bin string) *collector {
 	t.Helper()

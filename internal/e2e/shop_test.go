@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,9 +22,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/errorownership/errorownership/hooks/hints"
 	"github.com/errorownership/errorownership/internal/e2e/shopapp/truth"
+	"github.com/errorownership/errorownership/internal/otlpfile"
 	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/store/pgtest"
 )
@@ -297,10 +301,153 @@ func shopEndToEnd(t *testing.T, collectorBin, shopBin string, withStore bool) {
 		assert.InDelta(t, want[kind], got[kind], 0.01*float64(want[kind])+1, "checkout's %s verdicts", kind)
 	}
 
+	// The learning phase too: the failures judged while the tolerated edge
+	// had no mode were held and judged again once it was learned, and
+	// counted in the buckets of their traces.
+	learnWant := verdictCounts{}
+	for _, r := range checkout.records(t) {
+		if measured[r.TraceID] || r.Status < 500 {
+			continue
+		}
+		failedRecs, failedPayments := false, false
+		for _, f := range r.Failed {
+			failedRecs = failedRecs || f == "recommendations"
+			failedPayments = failedPayments || f == "payments"
+		}
+		switch {
+		case failedPayments:
+			learnWant["propagated"]++
+		case failedRecs:
+			learnWant["coincidental"]++
+		default:
+			learnWant["own"]++
+		}
+	}
+	learnGot := verdictCounts{}
+	require.NoError(t, conn.QueryRow(context.Background(),
+		`SELECT coalesce(sum(verdict_own), 0), coalesce(sum(verdict_propagated), 0), coalesce(sum(verdict_coincidental), 0)
+		 FROM operation_stats WHERE service = 'checkout' AND bucket < $1`, measuredFrom).Scan(&own, &propagated, &coinc))
+	learnGot["own"], learnGot["propagated"], learnGot["coincidental"] = own, propagated, coinc
+	t.Logf("checkout, learning phase: truth %v; the store %v", learnWant, learnGot)
+	for _, kind := range []string{"own", "propagated", "coincidental"} {
+		assert.InDelta(t, learnWant[kind], learnGot[kind], max(0.02*float64(learnWant[kind]), 2), "checkout's %s verdicts while learning", kind)
+	}
+
+	// The same run, as the collector's file exporter captured it, replayed
+	// at its own pace into two replicas writing to another database, one of
+	// them restarted halfway: the same figures, learning phase included.
+	all := verdictCounts{}
+	for _, kind := range []string{"own", "propagated", "coincidental"} {
+		all[kind] = want[kind] + learnWant[kind]
+	}
+	replayed := replayToReplicas(t, collectorBin, col.outFile)
+	rconn, err := pgx.Connect(context.Background(), replayed)
+	require.NoError(t, err)
+	defer rconn.Close(context.Background())
+	var rAudited int
+	require.NoError(t, rconn.QueryRow(context.Background(),
+		`SELECT coalesce(sum(verdict_own), 0), coalesce(sum(verdict_propagated), 0), coalesce(sum(verdict_coincidental), 0)
+		 FROM operation_stats WHERE service = 'checkout'`).Scan(&own, &propagated, &coinc))
+	require.NoError(t, rconn.QueryRow(context.Background(), `SELECT count(*) FROM coincidental_audit WHERE service = 'checkout'`).Scan(&rAudited))
+	rGot := verdictCounts{"own": own, "propagated": propagated, "coincidental": coinc}
+	t.Logf("checkout, replayed to two replicas, one restarted halfway: truth %v; the store %v, %d audited", all, rGot, rAudited)
+	for _, kind := range []string{"own", "propagated", "coincidental"} {
+		assert.InDelta(t, all[kind], rGot[kind], max(0.02*float64(all[kind]), 2), "replayed: checkout's %s verdicts", kind)
+	}
+	assert.InDelta(t, all["coincidental"], rAudited, max(0.02*float64(all["coincidental"]), 2), "replayed: audited")
+
 	// Every edge is named by its callee's service.name, never an address.
 	rows, err = conn.Query(context.Background(), `SELECT DISTINCT service || ' > ' || peer_service FROM edge_stats ORDER BY 1`)
 	require.NoError(t, err)
 	edges, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	assert.Equal(t, []string{"checkout > payments", "checkout > recommendations", "frontend > checkout"}, edges)
+}
+
+// replayToReplicas sends the batches a collector's file exporter captured
+// to two collectors with a store, at the pace the spans were made, each
+// trace to the replica its ID picks (as a trace-ID-partitioned front tier
+// would), the second replica stopped gracefully and started again halfway.
+// It returns the DSN of their database.
+func replayToReplicas(t *testing.T, bin, captured string) string {
+	t.Helper()
+	dsn := pgtest.Start(t).DSN()
+	type batch struct {
+		at time.Time
+		td ptrace.Traces
+	}
+	var batches []batch
+	require.NoError(t, otlpfile.ReadFile(captured, func(td ptrace.Traces) {
+		var first pcommon.Timestamp
+		forEachSpan(td, func(s ptrace.Span) {
+			if first == 0 || s.StartTimestamp() < first {
+				first = s.StartTimestamp()
+			}
+		})
+		batches = append(batches, batch{first.AsTime(), td})
+	}))
+	require.NotEmpty(t, batches)
+	slices.SortStableFunc(batches, func(a, b batch) int { return a.at.Compare(b.at) })
+	start := func() *collector {
+		return startCollectorWith(t, bin, shopProcessor+fmt.Sprintf(shopStore, dsn), shopHints(fmt.Sprintf("127.0.0.1:%d", freePort(t))))
+	}
+	replicas := [2]*collector{start(), start()}
+	began, first := time.Now(), batches[0].at
+	for i, b := range batches {
+		if i == len(batches)/2 {
+			_, err := replicas[1].Terminate(time.Minute)
+			require.NoError(t, err)
+			replicas[1] = start()
+		}
+		time.Sleep(time.Until(began.Add(b.at.Sub(first))))
+		for k, part := range splitByTrace(b.td) {
+			if part.SpanCount() > 0 {
+				replicas[k].post(t, part)
+			}
+		}
+	}
+	time.Sleep(3 * time.Second) // decision_wait, then a flush
+	for _, r := range replicas {
+		_, err := r.Terminate(time.Minute)
+		require.NoError(t, err)
+	}
+	return dsn
+}
+
+// splitByTrace parts td's spans in two by trace ID.
+func splitByTrace(td ptrace.Traces) [2]ptrace.Traces {
+	out := [2]ptrace.Traces{ptrace.NewTraces(), ptrace.NewTraces()}
+	for i := range td.ResourceSpans().Len() {
+		rs := td.ResourceSpans().At(i)
+		for j := range rs.ScopeSpans().Len() {
+			ss := rs.ScopeSpans().At(j)
+			var into [2]ptrace.SpanSlice
+			for k := range ss.Spans().Len() {
+				span := ss.Spans().At(k)
+				id := span.TraceID()
+				r := int(id[15] & 1)
+				if into[r] == (ptrace.SpanSlice{}) {
+					rsOut := out[r].ResourceSpans().AppendEmpty()
+					rs.Resource().CopyTo(rsOut.Resource())
+					ssOut := rsOut.ScopeSpans().AppendEmpty()
+					ss.Scope().CopyTo(ssOut.Scope())
+					into[r] = ssOut.Spans()
+				}
+				span.CopyTo(into[r].AppendEmpty())
+			}
+		}
+	}
+	return out
+}
+
+func forEachSpan(td ptrace.Traces, f func(ptrace.Span)) {
+	for i := range td.ResourceSpans().Len() {
+		rs := td.ResourceSpans().At(i)
+		for j := range rs.ScopeSpans().Len() {
+			spans := rs.ScopeSpans().At(j).Spans()
+			for k := range spans.Len() {
+				f(spans.At(k))
+			}
+		}
+	}
 }

@@ -418,9 +418,10 @@ func (rep *DemoReport) Print(w io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "(without hints checkout cannot know recommendations is fail-open, so an own failure that coincides")
-	fmt.Fprintln(w, " with a failed recommendations call is sent unclaimed; with hints it is claimed and audited. The")
-	fmt.Fprintln(w, " processor judges by the model merged in PostgreSQL, read back every second here: while it learns,")
-	fmt.Fprintln(w, " its first verdicts call those errors propagated, hence the lower recall without hints)")
+	fmt.Fprintln(w, " with a failed recommendations call is sent unclaimed: \"sent claimed\" is what checkout claimed at")
+	fmt.Fprintln(w, " the time. The processor holds a failure judged while its edge has no mode and judges it again once")
+	fmt.Fprintln(w, " the model, merged in PostgreSQL and read back every second here, has learned the edge: the audit")
+	fmt.Fprintln(w, " is after that, so it finds the learning phase's coincidental errors too)")
 
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "== Where the statistics are")

@@ -58,6 +58,9 @@ func TestDemo(t *testing.T) {
 			assert.GreaterOrEqual(t, c.Precision, 0.99, "coincidental precision (hints %v)", c.Hints)
 		}
 	}
+	learning := rep.Coincidental[0]
+	require.False(t, learning.Hints)
+	assert.GreaterOrEqual(t, learning.Recall, 0.95, "coincidental recall while the model is learned: judged again once it is")
 	learned := rep.Coincidental[1]
 	require.True(t, learned.Hints)
 	assert.Greater(t, learned.TrueCoincidental, 10)

@@ -22,6 +22,11 @@ const (
 	defaultMaxTraces     = 50_000
 	defaultMaxSpans      = 1_000_000
 	defaultFlushInterval = 30 * time.Second
+	// A new edge needs min_samples failed calls before it gets a mode: ten
+	// minutes and 100,000 requests cover that at the rates where it
+	// matters, in about 12 MiB.
+	defaultRejudgeMaxHeld = 100_000
+	defaultRejudgeMaxAge  = 10 * time.Minute
 )
 
 // Bounds of the processor's keys. Below the minimums a duration is a
@@ -59,6 +64,11 @@ type Config struct {
 	// without a store section nothing is written.
 	Store configoptional.Optional[store.Config] `mapstructure:"store"`
 
+	// Rejudge bounds the failed requests held to be judged again: those
+	// whose verdict rested on edges without a mode when they were
+	// analysed, as every edge is while the model learns it.
+	Rejudge RejudgeConfig `mapstructure:"rejudge"`
+
 	// HintsExtension names the errorownership_hints extension that serves
 	// this processor's edge model as ownership hints; nil serves none.
 	// (With a store, the extension may read the merged model itself.)
@@ -72,6 +82,21 @@ type Config struct {
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
+
+// RejudgeConfig bounds the held failed requests. Each is judged again at
+// every flush_interval by the model of the time, and counted — its
+// statistics and its audit entry — once its edges have a mode, or when it
+// is max_age old, or when max_held newer ones push it out, or at shutdown,
+// with what is known then.
+type RejudgeConfig struct {
+	// MaxHeld bounds the requests held; 0 holds none.
+	MaxHeld int `mapstructure:"max_held"`
+	// MaxAge is how long a request is held at most; 0 holds none.
+	MaxAge time.Duration `mapstructure:"max_age"`
+}
+
+// holds reports whether requests are held at all.
+func (c RejudgeConfig) holds() bool { return c.MaxHeld > 0 && c.MaxAge > 0 }
 
 // EngineConfig is the engine's configuration, dependencyanalysis.Config.
 // It is a distinct type, without the engine's Validate method, so that the
@@ -117,6 +142,14 @@ func (c *Config) Validate() error {
 		errs = append(errs, configcheck.TooShort("flush_interval", c.FlushInterval, minFlushInterval, "30s"))
 	}
 	engine := c.Engine()
+	if c.Rejudge.MaxHeld < 0 {
+		errs = append(errs, fmt.Errorf("rejudge.max_held: %d must not be negative; use 0 to judge every request once, such as %d", c.Rejudge.MaxHeld, defaultRejudgeMaxHeld))
+	}
+	if a := c.Rejudge.MaxAge; a < 0 {
+		errs = append(errs, fmt.Errorf("rejudge.max_age: %v must not be negative; use 0 to judge every request once, such as 10m", a))
+	} else if a > 0 && a < c.FlushInterval {
+		errs = append(errs, fmt.Errorf("rejudge.max_age: %v must be 0 or at least flush_interval (%v), when held requests are judged again, such as 10m%s", a, c.FlushInterval, configcheck.BareNumber(a, "10m")))
+	}
 	errs = append(errs, engine.Validate())
 	if c.LegacyHints != nil {
 		errs = append(errs, errors.New("hints: the processor no longer serves the hints; move the hints section (endpoint, tls, auth, ttl, refresh, retry_budget) "+

@@ -29,6 +29,7 @@ func createDefaultConfig() component.Config {
 		MaxTraces:     defaultMaxTraces,
 		MaxSpans:      defaultMaxSpans,
 		FlushInterval: defaultFlushInterval,
+		Rejudge:       RejudgeConfig{MaxHeld: defaultRejudgeMaxHeld, MaxAge: defaultRejudgeMaxAge},
 		EngineConfig:  EngineConfig(dependencyanalysis.DefaultConfig()),
 		Store:         configoptional.Default(store.DefaultConfig()),
 	}

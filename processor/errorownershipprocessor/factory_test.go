@@ -41,6 +41,7 @@ func TestCreateDefaultConfig(t *testing.T) {
 		MaxSpans:      1_000_000,
 		NumWorkers:    0,
 		FlushInterval: 30 * time.Second,
+		Rejudge:       RejudgeConfig{MaxHeld: 100_000, MaxAge: 10 * time.Minute},
 		EngineConfig:  EngineConfig(dependencyanalysis.DefaultConfig()),
 		Store:         configoptional.Default(store.DefaultConfig()),
 	}, cfg)

@@ -542,7 +542,7 @@ func TestDatabaseFaultsSoak(t *testing.T) {
 				require.Eventually(t, func() bool {
 					return counter(t, tt, "traces_analyzed") == int64(n*round.traces)
 				}, time.Minute, 5*time.Millisecond, "round %d analysed", n)
-				p.flush(ctx)
+				p.flush(ctx, false)
 				if faulty && fault.during != nil {
 					require.NoError(t, fault.during(ctx, n), "round %d", n)
 				}

@@ -17,6 +17,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/errorownership/errorownership/dependencyanalysis"
 )
 
 // liveHeap is the heap the last garbage collection found live.
@@ -117,6 +119,9 @@ func floodConfig(c *Config) {
 	c.DecisionWait = 100 * time.Millisecond
 	c.FlushInterval = time.Second
 	c.NumWorkers = 2
+	// Failures on edges that never get a mode fill the held requests.
+	c.Rejudge = RejudgeConfig{MaxHeld: 10_000, MaxAge: time.Hour}
+	c.EdgeModel.MinSamples = 1 << 20
 }
 
 // TestFloodsStayWithinTheHeapBound floods the processor in every way the
@@ -221,5 +226,7 @@ func TestFloodsStayWithinTheHeapBound(t *testing.T) {
 // Memory section), for cfg, without a store and with a few dozen names and
 // edges.
 func heapBound(cfg *Config) uint64 {
-	return (64+256)*uint64(cfg.MaxSpans) + 512*uint64(cfg.MaxTraces) + 8<<20
+	// The floods' requests have at most two failed calls each.
+	held := uint64(dependencyanalysis.HeldBytes+2*dependencyanalysis.HeldCallBytes) * uint64(cfg.Rejudge.MaxHeld)
+	return (64+256)*uint64(cfg.MaxSpans) + 512*uint64(cfg.MaxTraces) + held + 8<<20
 }

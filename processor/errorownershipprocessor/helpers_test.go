@@ -120,6 +120,9 @@ func testConfig(mutate func(*Config)) *Config {
 	cfg := createDefaultConfig().(*Config)
 	cfg.DecisionWait = time.Hour // only Shutdown analyses, unless a test says otherwise
 	cfg.NumWorkers = 2
+	// Each verdict counted when its trace is analysed, as the tests of the
+	// rest assume; the tests of holding (rejudge_test.go) turn it on.
+	cfg.Rejudge = RejudgeConfig{}
 	if mutate != nil {
 		mutate(cfg)
 	}

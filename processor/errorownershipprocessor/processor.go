@@ -92,9 +92,23 @@ type ownershipProcessor struct {
 	flushing    sync.Mutex // serialises flushes
 	merged      *dependencyanalysis.Stats
 	bucketStart time.Time
+	// gen is the generation of the bucket being filled; genStart when each
+	// earlier generation's bucket began, while a held request may be of it.
+	gen      uint64
+	genStart map[uint64]time.Time
+	// late are the final verdicts of held requests whose bucket was
+	// flushed already, by generation: each is flushed to its own bucket.
+	late map[uint64]*dependencyanalysis.Stats
+
+	// maxHeld bounds each worker's held requests (rejudge.max_held over
+	// the workers); maxAge is rejudge.max_age. maxHeld 0 holds none.
+	maxHeld int
+	maxAge  time.Duration
 
 	verdictAttrs [4]metric.MeasurementOption
-	reasonAttrs  [5]metric.MeasurementOption
+	// rejudgedAttrs tell verdicts_rejudged's causes apart.
+	rejudgedSettled, rejudgedAged, rejudgedEvicted, rejudgedShutdown metric.MeasurementOption
+	reasonAttrs                                                      [5]metric.MeasurementOption
 	// lateAttrs tell spans_late's causes apart: the trace was due, or evicted.
 	lateDue, lateEvicted metric.MeasurementOption
 }
@@ -115,9 +129,26 @@ type worker struct {
 	take  []*buffer.Entry
 	spans []dependencyanalysis.Span // a trace's records, when they came in several batches
 
-	mu    sync.Mutex // guards stats and spare against the flusher
+	mu    sync.Mutex // guards stats, spare and held against the flusher
 	stats *dependencyanalysis.Stats
 	spare *dependencyanalysis.Stats
+	// held are the worker's failed requests whose verdict rested on edges
+	// without a mode, oldest first, judged again at each flush.
+	held    []heldRequest
+	settled []dependencyanalysis.Verdict // scratch: the verdicts counted now
+	// gen numbers the bucket the worker's stats are for; flush advances it.
+	gen uint64
+	// late are the final verdicts of held requests of buckets already
+	// flushed, by generation, until the flusher takes them.
+	lateMu sync.Mutex
+	late   map[uint64]*dependencyanalysis.Stats
+}
+
+// heldRequest is a held failed request and the bucket its trace was counted
+// in, by generation: its final verdict is counted in that bucket.
+type heldRequest struct {
+	dependencyanalysis.Held
+	gen uint64
 }
 
 // unlinkedReasons are the values of the reason attribute, in unlinked's order.
@@ -149,6 +180,10 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 		auditLimit:  cfg.auditLimit(),
 	}
 	p.merged = p.newStats()
+	p.genStart, p.late = make(map[uint64]time.Time), make(map[uint64]*dependencyanalysis.Stats)
+	if cfg.Rejudge.holds() {
+		p.maxHeld, p.maxAge = max(cfg.Rejudge.MaxHeld/workers, 1), cfg.Rejudge.MaxAge
+	}
 	p.set = set.TelemetrySettings
 	p.cfg, p.id = cfg, set.ID
 	p.edges = edges.NewOwn(dependencyanalysis.NewEdgeModel(engine.EdgeModel, dependencyanalysis.WithClock(time.Now),
@@ -166,6 +201,7 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 			take:  make([]*buffer.Entry, 0, maxTake),
 			stats: p.newStats(),
 			spare: p.newStats(),
+			late:  make(map[uint64]*dependencyanalysis.Stats),
 		})
 	}
 	for k := dependencyanalysis.VerdictOwn; k <= dependencyanalysis.VerdictCoincidental; k++ {
@@ -176,6 +212,10 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 	}
 	p.lateDue = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", "decision_wait")))
 	p.lateEvicted = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", "evicted")))
+	p.rejudgedSettled = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", "settled")))
+	p.rejudgedAged = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", "aged_out")))
+	p.rejudgedEvicted = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", "evicted")))
+	p.rejudgedShutdown = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", "shutdown")))
 	err = tb.RegisterProcessorErrorownershipBufferTracesCallback(func(_ context.Context, o metric.Int64Observer) error {
 		traces, _ := p.buffer.Occupancy()
 		o.Observe(int64(traces))
@@ -410,7 +450,7 @@ func (p *ownershipProcessor) shutdown(ctx context.Context) error {
 	if p.abort.Load() {
 		err = ctx.Err()
 	}
-	p.flush(ctx)
+	p.flush(ctx, true)
 	var storeErr error
 	if p.storeSink != nil {
 		// The writer drains what is queued, the last bucket included,
@@ -515,6 +555,8 @@ func (w *worker) drain() {
 type tally struct {
 	traces, panics, dropped int64
 	verdicts                [4]int64
+	held                    int64    // verdicts held to be judged again
+	evicted                 [4]int64 // held verdicts pushed out by max_held, by final verdict
 	link                    dependencyanalysis.LinkStats
 	durations               [maxTake]float64
 }
@@ -546,6 +588,19 @@ func (w *worker) analyse(batch []*buffer.Entry) {
 			tb.ProcessorErrorownershipVerdicts.Add(ctx, n, w.p.verdictAttrs[k])
 		}
 	}
+	if t.held > 0 {
+		tb.ProcessorErrorownershipVerdictsHeld.Add(ctx, t.held)
+	}
+	var evicted int64
+	for k, n := range t.evicted {
+		if n > 0 {
+			tb.ProcessorErrorownershipVerdicts.Add(ctx, n, w.p.verdictAttrs[k])
+			evicted += n
+		}
+	}
+	if evicted > 0 {
+		tb.ProcessorErrorownershipVerdictsRejudged.Add(ctx, evicted, w.p.rejudgedEvicted)
+	}
 	for i, n := range unlinked(&t.link) {
 		if n > 0 {
 			tb.ProcessorErrorownershipSpansUnlinked.Add(ctx, int64(n), w.p.reasonAttrs[i])
@@ -574,21 +629,85 @@ func (w *worker) analyseTrace(e *buffer.Entry, t *tally) (ms float64, ok bool) {
 	start := time.Now()
 	tr := w.an.Link(e.ID, e.Spans(&w.spans))
 	w.p.edges.Observe(w.index, tr)
-	verdicts := w.an.Judge(tr, w.p.edges.Modes())
-	w.add(tr, verdicts)
+	modes := w.p.edges.Modes()
+	verdicts := w.an.Judge(tr, modes)
+	w.add(tr, verdicts, modes, start, t)
 	ms = float64(time.Since(start)) / float64(time.Millisecond)
-
 	t.link.Add(tr.Link)
-	for i := range verdicts {
-		t.verdicts[verdicts[i].Kind]++
-	}
 	return ms, true
 }
 
-func (w *worker) add(tr *dependencyanalysis.Trace, verdicts []dependencyanalysis.Verdict) {
+// add counts the trace and its settled verdicts, and holds the unsettled
+// ones to be judged again; past maxHeld the oldest held is judged for the
+// last time, by modes.
+func (w *worker) add(tr *dependencyanalysis.Trace, verdicts []dependencyanalysis.Verdict, modes dependencyanalysis.Modes, now time.Time, t *tally) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.stats.Add(tr, verdicts)
+	w.settled = w.settled[:0]
+	for i := range verdicts {
+		v := &verdicts[i]
+		if !v.Unsettled || w.p.maxHeld == 0 {
+			w.settled = append(w.settled, *v)
+			t.verdicts[v.Kind]++
+			continue
+		}
+		if len(w.held) >= w.p.maxHeld {
+			oldest := &w.held[0]
+			final, _ := oldest.Rejudge(modes)
+			w.statsOf(oldest.gen).AddHeld(&oldest.Held, &final)
+			t.evicted[final.Kind]++
+			w.held[0] = heldRequest{}
+			w.held = w.held[1:]
+		}
+		w.held = append(w.held, heldRequest{Held: dependencyanalysis.Hold(tr, v, now), gen: w.gen})
+		t.held++
+	}
+	w.stats.Add(tr, w.settled)
+}
+
+// statsOf returns the statistics a final verdict of generation gen is
+// counted in: the worker's own for the bucket being filled, else the late
+// ones of gen's bucket, flushed at the next flush. It needs w.mu.
+func (w *worker) statsOf(gen uint64) *dependencyanalysis.Stats {
+	if gen == w.gen {
+		return w.stats
+	}
+	w.lateMu.Lock()
+	defer w.lateMu.Unlock()
+	s := w.late[gen]
+	if s == nil {
+		s = w.p.newStats()
+		w.late[gen] = s
+	}
+	return s
+}
+
+// rejudge judges the held requests again by modes, and counts those whose
+// edges now have a mode, those held since before agedBefore, and, when
+// final, all: the verdicts each final and counted once. It returns how
+// many it counted for each cause and verdict.
+func (w *worker) rejudge(modes dependencyanalysis.Modes, agedBefore time.Time, final bool) (settled, aged int64, kinds [4]int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kept := w.held[:0]
+	for i := range w.held {
+		h := &w.held[i]
+		v, ok := h.Rejudge(modes)
+		switch {
+		case ok:
+			settled++
+		case final || h.At.Before(agedBefore):
+			aged++
+		default:
+			kept = append(kept, *h)
+			continue
+		}
+		w.statsOf(h.gen).AddHeld(&h.Held, &v)
+		kinds[v.Kind]++
+	}
+	clear(w.held[len(kept):])
+	w.held = kept
+	return settled, aged, kinds
 }
 
 // swap hands the worker's statistics to the flusher and gives it the empty
@@ -598,6 +717,7 @@ func (w *worker) swap() *dependencyanalysis.Stats {
 	defer w.mu.Unlock()
 	full := w.stats
 	w.stats, w.spare = w.spare, nil
+	w.gen++
 	return full
 }
 
@@ -618,7 +738,7 @@ func (p *ownershipProcessor) flushLoop() {
 			return
 		case <-ticker.C:
 			ctx, cancel := context.WithTimeout(context.Background(), p.flushEach)
-			p.flush(ctx)
+			p.flush(ctx, false)
 			cancel()
 		}
 	}
@@ -627,9 +747,10 @@ func (p *ownershipProcessor) flushLoop() {
 // flush merges the workers' statistics into one bucket and hands it to the
 // sink. The bucket ends now and the next one starts here, empty or not, so
 // that buckets tile time.
-func (p *ownershipProcessor) flush(ctx context.Context) {
+func (p *ownershipProcessor) flush(ctx context.Context, final bool) {
 	p.flushing.Lock()
 	defer p.flushing.Unlock()
+	p.rejudge(final)
 	for _, w := range p.workers {
 		s := w.swap()
 		p.merged.Merge(s)
@@ -637,6 +758,8 @@ func (p *ownershipProcessor) flush(ctx context.Context) {
 	}
 	end := time.Now()
 	snap := &sink.Snapshot{Stats: p.merged, Symbols: p.symbols, Start: p.bucketStart, End: end}
+	p.genStart[p.gen] = p.bucketStart
+	p.gen++
 	p.bucketStart = end
 	if p.sink != nil && !p.merged.Empty() {
 		if err := p.flushTo(ctx, snap); err != nil {
@@ -645,7 +768,87 @@ func (p *ownershipProcessor) flush(ctx context.Context) {
 		}
 	}
 	p.merged.Reset()
+	p.flushLate(ctx)
 	p.sweepSymbols()
+}
+
+// flushLate hands on the final verdicts of held requests whose buckets were
+// flushed before, each to its own bucket, where the store merges them.
+func (p *ownershipProcessor) flushLate(ctx context.Context) {
+	for _, w := range p.workers {
+		w.lateMu.Lock()
+		for gen, s := range w.late {
+			if into := p.late[gen]; into != nil {
+				into.Merge(s)
+			} else {
+				p.late[gen] = s
+			}
+			delete(w.late, gen)
+		}
+		w.lateMu.Unlock()
+	}
+	for gen, s := range p.late {
+		start := p.genStart[gen]
+		if p.sink != nil && !s.Empty() {
+			snap := &sink.Snapshot{Stats: s, Symbols: p.symbols, Start: start, End: start.Add(p.flushEach)}
+			if err := p.flushTo(ctx, snap); err != nil {
+				p.logger.Warn("Dropped the final verdicts of held requests: the sink failed",
+					zap.Time("bucket", start), zap.Error(err))
+			}
+		}
+		delete(p.late, gen)
+	}
+	// A bucket whose held requests have all been judged is forgotten.
+	oldest := p.gen
+	for _, w := range p.workers {
+		w.mu.Lock()
+		if len(w.held) > 0 {
+			oldest = min(oldest, w.held[0].gen)
+		}
+		w.mu.Unlock()
+	}
+	for gen := range p.genStart {
+		if gen < oldest {
+			delete(p.genStart, gen)
+		}
+	}
+}
+
+// rejudge judges every worker's held requests again, counting the final
+// ones in the worker's statistics before they are swapped out; final
+// counts them all, as shutdown must.
+func (p *ownershipProcessor) rejudge(final bool) {
+	if p.maxHeld == 0 {
+		return
+	}
+	modes := p.edges.Modes()
+	agedBefore := time.Now().Add(-p.maxAge)
+	var settled, aged int64
+	var kinds [4]int64
+	for _, w := range p.workers {
+		s, a, k := w.rejudge(modes, agedBefore, final)
+		settled, aged = settled+s, aged+a
+		for i, n := range k {
+			kinds[i] += n
+		}
+	}
+	ctx := context.Background()
+	tb := p.telemetry
+	for k, n := range kinds {
+		if n > 0 {
+			tb.ProcessorErrorownershipVerdicts.Add(ctx, n, p.verdictAttrs[k])
+		}
+	}
+	if settled > 0 {
+		tb.ProcessorErrorownershipVerdictsRejudged.Add(ctx, settled, p.rejudgedSettled)
+	}
+	if aged > 0 {
+		cause := p.rejudgedAged
+		if final {
+			cause = p.rejudgedShutdown
+		}
+		tb.ProcessorErrorownershipVerdictsRejudged.Add(ctx, aged, cause)
+	}
 }
 
 // sweepAt is how full the symbol table may get before a flush sweeps it.
@@ -682,6 +885,14 @@ func (p *ownershipProcessor) sweepSymbols() {
 			if w.spare != nil {
 				w.spare.Symbols(keep)
 			}
+			for i := range w.held {
+				w.held[i].Symbols(keep)
+			}
+			w.lateMu.Lock()
+			for _, late := range w.late {
+				late.Symbols(keep)
+			}
+			w.lateMu.Unlock()
 			w.mu.Unlock()
 		}
 		p.merged.Symbols(keep)

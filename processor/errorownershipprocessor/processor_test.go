@@ -507,7 +507,7 @@ func TestSweepFreesWhatNothingHolds(t *testing.T) {
 	analysed(1 + junk)
 	require.Positive(t, p.symbols.Overflowed(), "the burst filled the table")
 
-	p.flush(ctx)
+	p.flush(ctx, false)
 	assert.Less(t, p.symbols.Len(), 50, "the burst's names are freed")
 	view, err := p.edges.View(ctx)
 	require.NoError(t, err)
@@ -521,7 +521,7 @@ func TestSweepFreesWhatNothingHolds(t *testing.T) {
 	appendTrace(newcomer, traceID(5000), span{service: "newcomer", id: 1, kind: ptrace.SpanKindServer, name: "GET /new", end: 1})
 	require.NoError(t, proc.ConsumeTraces(ctx, newcomer))
 	analysed(2 + junk)
-	p.flush(ctx)
+	p.flush(ctx, false)
 	buckets := rec.all()
 	assert.Equal(t, []string{"newcomer"}, buckets[len(buckets)-1].services, "a new name is learned after the sweep")
 }

@@ -33,8 +33,13 @@ func CheckSchema(t *testing.T, path string, cfg any, described []any, ignore ...
 	walk = func(prefix string, node map[string]any) {
 		props, _ := node["properties"].(map[string]any)
 		for k, v := range props {
-			if ref, ok := v.(map[string]any)["$ref"].(string); ok {
+			node := v.(map[string]any)
+			if ref, ok := node["$ref"].(string); ok {
 				walk(prefix+k+".", defs[ref].(map[string]any))
+				continue
+			}
+			if _, ok := node["properties"]; ok {
+				walk(prefix+k+".", node)
 				continue
 			}
 			inSchema = append(inSchema, prefix+k)

@@ -36,12 +36,16 @@ type Timings struct {
 // differs between two deployments fed the same spans; without decay the
 // edge model's counts are whole numbers that compare exactly. The audit is
 // unbounded because its bound applies per replica: a fleet of n replicas
-// keeps up to n times as many entries as one gateway.
+// keeps up to n times as many entries as one gateway. A verdict resting on
+// an edge the run never teaches a mode is held 5s, not 10m: each phase
+// ends once no collector holds one.
 func processorSection(t Timings, dsn string) string {
 	return fmt.Sprintf(`    decision_wait: %v
     flush_interval: 1s
     edge_model:
       half_life: 0s
+    rejudge:
+      max_age: 5s
     store:
       dsn: '%s'
       bucket: 1s

@@ -431,7 +431,8 @@ func (r *run) phase(ctx context.Context, p, prev *Phase, name string, traffic fu
 // waitStored waits until the deployments' stores hold everything they
 // were sent: each store counts every inbound span as a request served (more
 // is a double count, which the figures show), the collectors buffer no
-// trace, and what they analysed last is flushed and written. A trace part
+// trace and hold no verdict, and what they analysed last is flushed and
+// written. A trace part
 // without an inbound span, as a handover can leave, counts no request, but
 // must not land in the next phase's figures.
 func (r *run) waitStored(ctx context.Context, deployments []string) error {
@@ -481,6 +482,13 @@ func (r *run) waitStored(ctx context.Context, deployments []string) error {
 	}{
 		{"every store to count each inbound span it was sent as a request served", stored},
 		{"the collectors to buffer no trace", func() bool { return gauge("otelcol_processor_errorownership_buffer_traces") == 0 }},
+		{"the collectors to hold no verdict", func() bool {
+			// A verdict that rested on an edge without a mode is held until
+			// the model gives it one (rejudge), then counted in its trace's
+			// bucket: it belongs to this phase's figures.
+			held := gauge("otelcol_processor_errorownership_verdicts_held")
+			return held >= 0 && held == gauge("otelcol_processor_errorownership_verdicts_rejudged")
+		}},
 		{"the last traces' flush", func() bool {
 			// The analysis of the last traces goes out with the next flush
 			// (flush_interval 1s).

@@ -45,6 +45,8 @@ type TelemetryBuilder struct {
 	ProcessorErrorownershipTracesAnalyzed      metric.Int64Counter
 	ProcessorErrorownershipTracesEvicted       metric.Int64Counter
 	ProcessorErrorownershipVerdicts            metric.Int64Counter
+	ProcessorErrorownershipVerdictsHeld        metric.Int64Counter
+	ProcessorErrorownershipVerdictsRejudged    metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -291,6 +293,18 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.ProcessorErrorownershipVerdicts, err = builder.meter.Int64Counter(
 		"otelcol_processor_errorownership_verdicts",
 		metric.WithDescription("Failed inbound requests judged, by verdict. [Alpha]"),
+		metric.WithUnit("{request}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorErrorownershipVerdictsHeld, err = builder.meter.Int64Counter(
+		"otelcol_processor_errorownership_verdicts_held",
+		metric.WithDescription("Failed inbound requests whose verdict rested on edges without a mode, held to be judged again. [Alpha]"),
+		metric.WithUnit("{request}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorErrorownershipVerdictsRejudged, err = builder.meter.Int64Counter(
+		"otelcol_processor_errorownership_verdicts_rejudged",
+		metric.WithDescription("Held failed requests judged for the last time, by cause (settled, the model gave their edges a mode; aged_out, rejudge.max_age passed; evicted, rejudge.max_held was reached; shutdown). [Alpha]"),
 		metric.WithUnit("{request}"),
 	)
 	errs = errors.Join(errs, err)

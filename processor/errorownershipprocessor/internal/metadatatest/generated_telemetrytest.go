@@ -286,3 +286,35 @@ func AssertEqualProcessorErrorownershipVerdicts(t *testing.T, tt *componenttest.
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
+
+func AssertEqualProcessorErrorownershipVerdictsHeld(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_errorownership_verdicts_held",
+		Description: "Failed inbound requests whose verdict rested on edges without a mode, held to be judged again. [Alpha]",
+		Unit:        "{request}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_errorownership_verdicts_held")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualProcessorErrorownershipVerdictsRejudged(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_errorownership_verdicts_rejudged",
+		Description: "Held failed requests judged for the last time, by cause (settled, the model gave their edges a mode; aged_out, rejudge.max_age passed; evicted, rejudge.max_held was reached; shutdown). [Alpha]",
+		Unit:        "{request}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_errorownership_verdicts_rejudged")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
