@@ -23,6 +23,7 @@ type claimVectors struct {
 			Received    string
 			Decision    string
 			InFlight    bool `json:"in_flight"`
+			CutShort    bool `json:"cut_short"`
 		}
 		Want struct{ Claim, Reason string }
 	}
@@ -42,7 +43,7 @@ func TestConformanceClaim(t *testing.T) {
 					continue
 				}
 				ledger.End(call, hooks.Outcome{PeerService: c.PeerService, Failed: c.Failed,
-					Received: ownership.ParseClaim(c.Received), Decision: ownership.ParseRetryDecision(c.Decision)})
+					Received: ownership.ParseClaim(c.Received), Decision: ownership.ParseRetryDecision(c.Decision), InFlight: c.CutShort})
 			}
 			modes := func(peer, _ string) ownership.Mode { return ownership.ParseMode(tc.Modes[peer]) }
 			claim, reason := ledger.Decide(modes, tc.TimedOut)

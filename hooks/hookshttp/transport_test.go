@@ -329,14 +329,3 @@ func TestTransportOutsideRequest(t *testing.T) {
 		t.Fatalf("%d requests, want 2", f.requests.Load())
 	}
 }
-
-func TestClaimOf(t *testing.T) {
-	h := http.Header{}
-	if hookshttp.ClaimOf(h) != ownership.ClaimMissing {
-		t.Error("absent header is not missing")
-	}
-	h.Set("error-claim", "claimed")
-	if hookshttp.ClaimOf(h) != ownership.ClaimClaimed {
-		t.Error("canonicalised header not read")
-	}
-}
