@@ -17,7 +17,7 @@ RACE_PKGS := ./dependencyanalysis/... ./processor/... ./extension/... ./store/..
 BENCHTIME ?= 1s
 DB_DIR   ?= .db
 
-.PHONY: all build test check-modules release-tags lint bench bench-peers bench-hints fuzz soak demo scale-demo scenarios otelcol run clean db db-stop dashboards plugin
+.PHONY: all build test polyglot-deps check-modules release-tags lint bench bench-peers bench-hints fuzz soak demo scale-demo scenarios otelcol run clean db db-stop dashboards plugin
 
 all: lint build test
 
@@ -36,6 +36,12 @@ test: check-modules
 	cd dashboards && $(GO) test -count=1 -timeout 20m ./...
 	cd internal/e2e && $(GO) test -count=1 -timeout 30m ./...
 	cd bench && $(GO) test -count=1 ./...
+
+## polyglot-deps: what the polyglot chain's services run with (internal/e2e/polyglot/README.md): a Python venv, the Node.js packages, the Java classpath and the OpenTelemetry Java agent
+polyglot-deps:
+	cd internal/e2e/polyglot/python && python3 -m venv .venv && .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
+	cd internal/e2e/polyglot/node && npm ci --no-audit --no-fund --loglevel=error
+	cd internal/e2e/polyglot/java && mvn -B -q package
 
 ## release-tags: tag VERSION (such as v0.1.0) for every published module, after checking that the modules require each other at VERSION (the tags are not pushed)
 release-tags:

@@ -1,0 +1,260 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/errorownership/errorownership/hooks/hints"
+	"github.com/errorownership/errorownership/ownership"
+	"github.com/errorownership/errorownership/store/pgtest"
+)
+
+// polyglotDir holds the chain's services (polyglot/README.md).
+var polyglotDir = filepath.Join(repoRoot, "internal", "e2e", "polyglot")
+
+// chainService is one running service of the polyglot chain.
+type chainService struct {
+	name, addr string
+	cmd        *exec.Cmd
+	log        *bytes.Buffer
+}
+
+// polyglotMissing names what `make polyglot-deps` installs that is not
+// there, "" when all is.
+func polyglotMissing() string {
+	for _, p := range []string{"python/.venv/bin/opentelemetry-instrument", "node/node_modules/@opentelemetry/auto-instrumentations-node",
+		"java/target/opentelemetry-javaagent.jar", "java/target/classpath.txt"} {
+		if _, err := os.Stat(filepath.Join(polyglotDir, p)); err != nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// startChainService starts a service of the chain with its language's
+// zero-code instrumentation and waits until it says where it listens.
+func startChainService(t *testing.T, name string, argv []string, env ...string) *chainService {
+	t.Helper()
+	s := &chainService{name: name, log: &bytes.Buffer{}}
+	s.cmd = exec.Command(argv[0], argv[1:]...) //nolint:gosec // G204: the chain's services, as the test builds them
+	s.cmd.Env = append(os.Environ(), append([]string{
+		"OTEL_SERVICE_NAME=" + name,
+		"OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
+		"OTEL_TRACES_EXPORTER=otlp",
+		"OTEL_METRICS_EXPORTER=none",
+		"OTEL_LOGS_EXPORTER=none",
+		"OTEL_BSP_SCHEDULE_DELAY=200",
+		"OTEL_BSP_MAX_QUEUE_SIZE=65536",
+		// Node's cloud detectors ask metadata servers this machine has not.
+		"OTEL_NODE_RESOURCE_DETECTORS=env,host,os,process",
+	}, env...)...)
+	stdout, err := s.cmd.StdoutPipe()
+	require.NoError(t, err)
+	s.cmd.Stderr = s.log
+	require.NoError(t, s.cmd.Start())
+	t.Cleanup(func() {
+		if s.cmd.ProcessState == nil {
+			_ = s.cmd.Process.Kill()
+			_ = s.cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("%s log (end):\n%s", name, tail(s.log.String(), 8<<10))
+		}
+	})
+	lines := make(chan string, 1)
+	go func() {
+		r := bufio.NewReader(stdout)
+		line, _ := r.ReadString('\n')
+		lines <- line
+		_, _ = io.Copy(io.Discard, r)
+	}()
+	select {
+	case line := <-lines:
+		s.addr = strings.TrimSpace(line)
+	case <-time.After(90 * time.Second):
+	}
+	require.NotEmpty(t, s.addr, "%s did not say where it listens: %s", name, tail(s.log.String(), 4<<10))
+	return s
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// stop ends the service with SIGTERM, which makes it export its last spans.
+func (s *chainService) stop(t *testing.T) {
+	t.Helper()
+	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil { // some runtimes exit non-zero on SIGTERM; what they exported is what counts
+			t.Logf("%s: %v", s.name, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("%s did not stop within 30s of SIGTERM", s.name)
+		_ = s.cmd.Process.Kill()
+	}
+}
+
+// chainCounts are what a service knows it did: requests served and, of
+// those that failed, why.
+type chainCounts struct {
+	Served, Own, Propagated, Coincidental int64
+}
+
+func (s *chainService) counters(t *testing.T) chainCounts {
+	t.Helper()
+	res, err := http.Get("http://" + s.addr + "/admin/counters")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	var c chainCounts
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&c))
+	return c
+}
+
+func (s *chainService) setRate(t *testing.T, rate float64) {
+	t.Helper()
+	res, err := http.Post(fmt.Sprintf("http://%s/admin/rate?value=%g", s.addr, rate), "text/plain", nil)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode, "%s: setting its failure rate", s.name)
+}
+
+// driveChain sends n root requests to the gateway from conc goroutines,
+// ids from first+1.
+func driveChain(t *testing.T, gateway string, n, conc, first int) {
+	t.Helper()
+	client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: conc}}
+	defer client.CloseIdleConnections()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Go(func() {
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+				res, err := client.Get(fmt.Sprintf("http://%s/api/%d", gateway, first+int(i)))
+				if !assert.NoError(t, err) {
+					return
+				}
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestPolyglotChain runs a chain of four languages (polyglot/README.md),
+// each under its language's usual zero-code OpenTelemetry instrumentation,
+// against the built collector with a store and the hints, wired as the
+// README says, and compares the store's figures with what each service
+// knows it did.
+func TestPolyglotChain(t *testing.T) {
+	if p := polyglotMissing(); p != "" {
+		t.Fatalf("internal/e2e/polyglot/%s is missing: run `make polyglot-deps` (the Python venv, the Node.js packages, the Java classpath and agent)", p)
+	}
+	collectorBin := buildCollector(t)
+	gatewayBin := filepath.Join(t.TempDir(), "gateway")
+	out, err := exec.Command("go", "build", "-o", gatewayBin, "./polyglot/gateway").CombinedOutput() //nolint:gosec // G204: go build of the chain's Go service into t.TempDir
+	require.NoError(t, err, "building the gateway:\n%s", out)
+
+	dsn := pgtest.Start(t).DSN()
+	hintsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	col := startCollectorWith(t, collectorBin, shopProcessor+fmt.Sprintf(shopStore, dsn),
+		extension{id: "errorownership_hints", config: fmt.Sprintf("    endpoint: %s\n    ttl: 2s\n    retry_budget:\n      ratio: 0.1\n      min_retries_per_second: 0", hintsAddr)})
+	hintsURL := "http://" + hintsAddr
+	common := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + col.httpAddr, "HINTS_URL=" + hintsURL}
+
+	py := filepath.Join(polyglotDir, "python", ".venv", "bin")
+	pyApp := []string{filepath.Join(py, "opentelemetry-instrument"), filepath.Join(py, "python"), filepath.Join(polyglotDir, "python", "app.py")}
+	stock := startChainService(t, "stock", pyApp, append(common, "RATE=0.05")...)
+	reviews := startChainService(t, "reviews", pyApp, append(common, "RATE=0.4")...)
+	catalog := startChainService(t, "catalog",
+		[]string{"node", "--require", "@opentelemetry/auto-instrumentations-node/register", filepath.Join(polyglotDir, "node", "app.js")},
+		append(common, "RATE=0.1", "NEXT=http://"+stock.addr+"/stock", "OPTIONAL=http://"+reviews.addr+"/reviews",
+			"NODE_PATH="+filepath.Join(polyglotDir, "node", "node_modules"))...)
+	catalog.cmd.Dir = filepath.Join(polyglotDir, "node")
+	jdir := filepath.Join(polyglotDir, "java", "target")
+	cp, err := os.ReadFile(filepath.Join(jdir, "classpath.txt")) //nolint:gosec // G304: the classpath `make polyglot-deps` wrote
+	require.NoError(t, err)
+	orders := startChainService(t, "orders",
+		[]string{"java", "-javaagent:" + filepath.Join(jdir, "opentelemetry-javaagent.jar"), "-cp", filepath.Join(jdir, "classes") + ":" + string(cp), "e2e.Orders"},
+		append(common, "NEXT=http://"+catalog.addr+"/catalog")...)
+	gateway := startChainService(t, "gateway", []string{gatewayBin}, append(common, "NEXT=http://"+orders.addr+"/orders")...)
+	services := []*chainService{gateway, orders, catalog, stock, reviews}
+
+	// Learning: the collector learns the edges; catalog → reviews is
+	// tolerated.
+	driveChain(t, gateway.addr, 600, 8, 0)
+	h := hints.New(hintsURL, "catalog")
+	require.Eventually(t, func() bool {
+		if _, err := h.Refresh(context.Background()); err != nil {
+			return false
+		}
+		return h.Mode("", "reviews", "") == ownership.ModeFailOpen && h.Mode("", "stock", "") == ownership.ModeFailClose
+	}, time.Minute, 200*time.Millisecond, "catalog's hints never learned reviews fail_open and stock fail_close")
+	time.Sleep(3 * time.Second) // every hint client polls again (ttl 2s)
+
+	// Measured, then stock failing every time.
+	driveChain(t, gateway.addr, 600, 8, 10_000)
+	before := map[string]chainCounts{}
+	for _, s := range services {
+		before[s.name] = s.counters(t)
+	}
+	stock.setRate(t, 1)
+	driveChain(t, gateway.addr, 300, 8, 20_000)
+	stormCounts := map[string]chainCounts{}
+	for _, s := range services {
+		c := s.counters(t)
+		b := before[s.name]
+		stormCounts[s.name] = chainCounts{c.Served - b.Served, c.Own - b.Own, c.Propagated - b.Propagated, c.Coincidental - b.Coincidental}
+	}
+	for _, name := range []string{"gateway", "orders", "catalog", "stock"} {
+		t.Logf("stock failing: %s served %.2f requests per root request", name, float64(stormCounts[name].Served)/300)
+	}
+
+	final := map[string]chainCounts{}
+	for _, s := range services {
+		final[s.name] = s.counters(t)
+	}
+	for _, s := range services {
+		s.stop(t)
+	}
+	time.Sleep(3 * time.Second) // decision_wait and a flush
+	_, err = col.Terminate(time.Minute)
+	require.NoError(t, err)
+
+	conn, err := pgx.Connect(context.Background(), dsn)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	for _, s := range services {
+		var got chainCounts
+		require.NoError(t, conn.QueryRow(context.Background(),
+			`SELECT coalesce(sum(served), 0), coalesce(sum(verdict_own), 0), coalesce(sum(verdict_propagated), 0), coalesce(sum(verdict_coincidental), 0)
+			 FROM operation_stats WHERE service = $1 AND operation NOT LIKE '%admin%'`, s.name).Scan(&got.Served, &got.Own, &got.Propagated, &got.Coincidental))
+		t.Logf("%s: the service counted %+v; the store holds %+v", s.name, final[s.name], got)
+		assert.Equal(t, final[s.name], got, "%s: the store's figures against the service's own counters", s.name)
+	}
+}
