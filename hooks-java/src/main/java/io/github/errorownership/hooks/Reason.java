@@ -1,0 +1,41 @@
+package io.github.errorownership.hooks;
+
+/** Why a service sent the claim it sent ({@code error.claim.reason}). */
+public enum Reason {
+  /** The request did not fail, or nothing is known. */
+  NONE(""),
+  /** No outbound call failed: the service originated the error. */
+  OWN("own"),
+  /** A call on a fail-close (or not yet known) edge failed. */
+  PROPAGATED("propagated"),
+  /** Calls failed, but only on fail-open edges: the service failed for its own reason. */
+  COINCIDENTAL("coincidental"),
+  /** Propagated, and the failed callee sent no claim: this is the first hop that can unclaim. */
+  MISSING_DOWNSTREAM_CLAIM("missing_downstream_claim");
+
+  private final String wire;
+
+  Reason(String wire) {
+    this.wire = wire;
+  }
+
+  /** Returns the attribute spelling, {@code ""} for {@link #NONE}. */
+  public String wireName() {
+    return wire;
+  }
+
+  @Override
+  public String toString() {
+    return wire;
+  }
+
+  /** Reads an attribute value; unknown values are {@link #NONE}. */
+  public static Reason parse(String s) {
+    for (Reason r : values()) {
+      if (!r.wire.isEmpty() && r.wire.equals(s)) {
+        return r;
+      }
+    }
+    return NONE;
+  }
+}

@@ -1,0 +1,152 @@
+package io.github.errorownership.hooks.hints;
+
+import io.github.errorownership.hooks.BudgetLimits;
+import io.github.errorownership.hooks.Mode;
+import io.github.errorownership.hooks.OwnershipNames;
+import io.github.errorownership.hooks.internal.Json;
+import java.time.OffsetDateTime;
+import java.time.format.DateTimeParseException;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * A hints document (docs/design.md §9.3), as a collector serves it at {@code
+ * /v1/hints?service=NAME}.
+ *
+ * @param version the format version, 1
+ * @param service the service the hints are for ({@code ""}: the one asked for)
+ * @param ttlSeconds how long the hints stay fresh (0: not said)
+ * @param retryBudget the retry budget, or {@code null} for the defaults
+ * @param edges the learned edges; edges not listed are unknown
+ */
+public record Hints(
+    int version, String service, long ttlSeconds, BudgetLimits retryBudget, List<HintEdge> edges) {
+
+  /** Returns the hints' budget, or the defaults. */
+  public BudgetLimits budget() {
+    return retryBudget == null ? BudgetLimits.defaults() : retryBudget;
+  }
+
+  /**
+   * Parses and validates a document for {@code service}: one JSON object of version 1 for that
+   * service (or none named), a ttl ≥ 0, a budget in range, fields of the right types. Fields a
+   * newer collector adds are ignored; an unknown mode reads as unknown.
+   *
+   * @throws IllegalArgumentException if the document is not one a sane collector can mean
+   */
+  public static Hints parse(String body, String service) {
+    Object v = Json.parse(body);
+    if (!(v instanceof Map)) {
+      throw new IllegalArgumentException("not a JSON object");
+    }
+    Map<?, ?> m = (Map<?, ?>) v;
+    long version = integer(m, "version", 0);
+    if (version != OwnershipNames.HINTS_VERSION) {
+      throw new IllegalArgumentException("version " + version + ", want 1");
+    }
+    String svc = string(m, "service");
+    if (!svc.isEmpty() && !svc.equals(service)) {
+      throw new IllegalArgumentException("hints for another service");
+    }
+    Object gen = m.get("generated_at");
+    if (gen != null) {
+      if (!(gen instanceof String)) {
+        throw new IllegalArgumentException("generated_at is not a string");
+      }
+      try {
+        OffsetDateTime.parse((String) gen);
+      } catch (DateTimeParseException e) {
+        throw new IllegalArgumentException("generated_at is not a time");
+      }
+    }
+    long ttl = integer(m, "ttl_seconds", 0);
+    if (ttl < 0) {
+      throw new IllegalArgumentException("negative ttl_seconds");
+    }
+    BudgetLimits budget = null;
+    Object rb = m.get("retry_budget");
+    if (rb != null) {
+      if (!(rb instanceof Map)) {
+        throw new IllegalArgumentException("retry_budget is not an object");
+      }
+      budget = new BudgetLimits(number((Map<?, ?>) rb, "ratio"),
+          number((Map<?, ?>) rb, "min_retries_per_second"));
+      if (!budget.valid()) {
+        throw new IllegalArgumentException("retry budget out of range");
+      }
+    }
+    List<HintEdge> edges = new ArrayList<>();
+    Object es = m.get("edges");
+    if (es != null) {
+      if (!(es instanceof List)) {
+        throw new IllegalArgumentException("edges is not an array");
+      }
+      for (Object e : (List<?>) es) {
+        if (!(e instanceof Map)) {
+          throw new IllegalArgumentException("an edge is not an object");
+        }
+        Map<?, ?> em = (Map<?, ?>) e;
+        List<String> addrs = new ArrayList<>();
+        Object as = em.get("peer_addresses");
+        if (as != null) {
+          if (!(as instanceof List)) {
+            throw new IllegalArgumentException("peer_addresses is not an array");
+          }
+          for (Object a : (List<?>) as) {
+            if (!(a instanceof String)) {
+              throw new IllegalArgumentException("an address is not a string");
+            }
+            addrs.add((String) a);
+          }
+        }
+        edges.add(new HintEdge(string(em, "operation"), string(em, "peer_service"),
+            string(em, "peer_operation"), Collections.unmodifiableList(addrs),
+            Mode.parse(string(em, "mode")), number(em, "confidence"), integer(em, "samples", 0)));
+      }
+    }
+    return new Hints((int) version, svc, ttl, budget, Collections.unmodifiableList(edges));
+  }
+
+  private static String string(Map<?, ?> m, String k) {
+    Object v = m.get(k);
+    if (v == null) {
+      return "";
+    }
+    if (!(v instanceof String)) {
+      throw new IllegalArgumentException(k + " is not a string");
+    }
+    return (String) v;
+  }
+
+  private static long integer(Map<?, ?> m, String k, long dflt) {
+    Object v = m.get(k);
+    if (v == null) {
+      return dflt;
+    }
+    if (!(v instanceof Json.Num)) {
+      throw new IllegalArgumentException(k + " is not a number");
+    }
+    Long l = ((Json.Num) v).asLong();
+    if (l == null) {
+      throw new IllegalArgumentException(k + " is not an integer in range");
+    }
+    return l;
+  }
+
+  private static double number(Map<?, ?> m, String k) {
+    Object v = m.get(k);
+    if (v == null) {
+      return 0;
+    }
+    if (!(v instanceof Json.Num)) {
+      throw new IllegalArgumentException(k + " is not a number");
+    }
+    double d = ((Json.Num) v).value;
+    if (Double.isInfinite(d) || Double.isNaN(d)) {
+      throw new IllegalArgumentException(k + " is out of range");
+    }
+    return d;
+  }
+}

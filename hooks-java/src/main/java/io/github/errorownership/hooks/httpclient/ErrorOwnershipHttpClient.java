@@ -1,0 +1,432 @@
+package io.github.errorownership.hooks.httpclient;
+
+import io.github.errorownership.hooks.Claim;
+import io.github.errorownership.hooks.HintSource;
+import io.github.errorownership.hooks.Ledger;
+import io.github.errorownership.hooks.OwnershipNames;
+import io.github.errorownership.hooks.RetryBudget;
+import io.github.errorownership.hooks.RetryDecision;
+import io.github.errorownership.hooks.internal.ClientCallState;
+import io.github.errorownership.hooks.internal.HttpRules;
+import io.github.errorownership.hooks.internal.RetrySettings;
+import io.opentelemetry.api.OpenTelemetry;
+import io.opentelemetry.api.common.AttributeKey;
+import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.api.trace.SpanKind;
+import io.opentelemetry.api.trace.StatusCode;
+import io.opentelemetry.context.Context;
+import io.opentelemetry.context.Scope;
+import io.opentelemetry.context.propagation.TextMapSetter;
+import java.io.Closeable;
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.Authenticator;
+import java.net.CookieHandler;
+import java.net.ProxySelector;
+import java.net.http.HttpClient;
+import java.net.http.HttpHeaders;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.net.http.WebSocket;
+import java.time.Duration;
+
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.Executor;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Predicate;
+import java.util.stream.Stream;
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.SSLParameters;
+
+/**
+ * A {@link HttpClient} that retries server faults (5xx, or no answer) of the client it wraps only
+ * where the decision matrix allows: claimed or unlabelled errors, within a per-peer budget
+ * (callee address {@code host[:port]}) and the attempt limit (default 3), with jittered
+ * exponential backoff; never an error the callee unclaimed ({@code Error-Claim: unclaimed}), and
+ * never a request without a retry policy (by default: methods other than GET HEAD OPTIONS TRACE
+ * PUT DELETE without an {@code Idempotency-Key} or {@code X-Idempotency-Key} header). Retries carry
+ * {@code Retry-Attempt: N}. Each call's outcome is recorded in the {@link Ledger} of the current
+ * context, if any, for the server hook.
+ *
+ * <p>With {@link Builder#setOpenTelemetry}, each attempt is a CLIENT span of its own, made by the
+ * hooks (with the HTTP semantic conventions' basic attributes and the context injected into the
+ * request), carrying {@code retry.attempt}, {@code http.request.resend_count} (retries), {@code
+ * error.claim.received} and {@code retry.decision} (failed attempts). Without it the hooks make
+ * no spans and set no attributes.
+ *
+ * <pre>{@code
+ * HttpClient client = ErrorOwnershipHttpClient.builder(HttpClient.newHttpClient())
+ *     .setOpenTelemetry(openTelemetry).setHints(hints).build();
+ * }</pre>
+ */
+public final class ErrorOwnershipHttpClient extends HttpClient {
+  private static final AttributeKey<String> METHOD = AttributeKey.stringKey("http.request.method");
+  private static final AttributeKey<String> SERVER_ADDRESS = AttributeKey.stringKey("server.address");
+  private static final AttributeKey<Long> SERVER_PORT = AttributeKey.longKey("server.port");
+  private static final AttributeKey<String> URL_FULL = AttributeKey.stringKey("url.full");
+  private static final AttributeKey<Long> STATUS = AttributeKey.longKey("http.response.status_code");
+  private static final AttributeKey<String> ERROR_TYPE = AttributeKey.stringKey("error.type");
+
+  private final HttpClient delegate;
+  private final RetrySettings settings;
+  private final Predicate<HttpRequest> policy;
+
+  private ErrorOwnershipHttpClient(Builder b) {
+    this.delegate = b.delegate;
+    this.settings =
+        new RetrySettings(
+            b.hints, b.budget, b.maxAttempts, b.initialBackoff, b.maxBackoff, b.openTelemetry);
+    this.policy = b.policy;
+  }
+
+  /** Returns {@code delegate} wrapped with the default settings. */
+  public static HttpClient wrap(HttpClient delegate) {
+    return builder(delegate).build();
+  }
+
+  /** Returns a builder wrapping {@code delegate}. */
+  public static Builder builder(HttpClient delegate) {
+    return new Builder(delegate);
+  }
+
+  /** The default retry policy: an idempotent method or an idempotency key. */
+  public static boolean idempotent(HttpRequest r) {
+    return HttpRules.idempotentMethod(r.method())
+        || r.headers().firstValue("Idempotency-Key").isPresent()
+        || r.headers().firstValue("X-Idempotency-Key").isPresent();
+  }
+
+  /** Reads the {@code Error-Claim} header of a response. */
+  public static Claim claimOf(HttpHeaders headers) {
+    return Claim.parse(headers.allValues(OwnershipNames.HTTP_CLAIM_HEADER));
+  }
+
+  @Override
+  public <T> HttpResponse<T> send(HttpRequest request, HttpResponse.BodyHandler<T> handler)
+      throws IOException, InterruptedException {
+    Context parent = Context.current();
+    ClientCallState call = begin(request);
+    for (int attempt = 0; ; attempt++) {
+      Span span = startSpan(request, parent, attempt);
+      HttpRequest ar = attemptRequest(request, attempt, parent, span);
+      HttpResponse<T> res = null;
+      IOException failure = null;
+      try (Scope ignored = span == null ? null : parent.with(span).makeCurrent()) {
+        res = delegate.send(ar, handler);
+      } catch (IOException e) {
+        failure = e;
+      } catch (InterruptedException | RuntimeException e) {
+        endSpan(span, -1, e);
+        call.failed(attempt, Claim.MISSING, 0, true, span);
+        throw e;
+      }
+      int status = res == null ? -1 : res.statusCode();
+      if (res != null && !HttpRules.serverFault(status)) {
+        call.succeeded(attempt, span);
+        endSpan(span, status, null);
+        return res;
+      }
+      Claim received = res == null ? Claim.MISSING : claimOf(res.headers());
+      RetryDecision d =
+          call.failed(attempt, received, 0, Thread.currentThread().isInterrupted(), span);
+      endSpan(span, status, failure);
+      if (d != RetryDecision.RETRIED) {
+        if (failure != null) {
+          throw failure;
+        }
+        return res;
+      }
+      discard(res);
+      try {
+        TimeUnit.NANOSECONDS.sleep(call.delayNanos);
+      } catch (InterruptedException e) {
+        call.abandoned(received);
+        throw e;
+      }
+    }
+  }
+
+  @Override
+  public <T> CompletableFuture<HttpResponse<T>> sendAsync(
+      HttpRequest request, HttpResponse.BodyHandler<T> handler) {
+    return sendAsync(request, handler, null);
+  }
+
+  @Override
+  public <T> CompletableFuture<HttpResponse<T>> sendAsync(
+      HttpRequest request,
+      HttpResponse.BodyHandler<T> handler,
+      HttpResponse.PushPromiseHandler<T> push) {
+    Context parent = Context.current();
+    ClientCallState call;
+    try (Scope ignored = parent.makeCurrent()) {
+      call = begin(request);
+    }
+    CompletableFuture<HttpResponse<T>> result = new CompletableFuture<>();
+    attemptAsync(request, handler, push, parent, call, 0, result);
+    return result;
+  }
+
+  private <T> void attemptAsync(
+      HttpRequest request,
+      HttpResponse.BodyHandler<T> handler,
+      HttpResponse.PushPromiseHandler<T> push,
+      Context parent,
+      ClientCallState call,
+      int attempt,
+      CompletableFuture<HttpResponse<T>> result) {
+    Span span = startSpan(request, parent, attempt);
+    HttpRequest ar = attemptRequest(request, attempt, parent, span);
+    CompletableFuture<HttpResponse<T>> f;
+    try (Scope ignored = span == null ? null : parent.with(span).makeCurrent()) {
+      f = push == null ? delegate.sendAsync(ar, handler) : delegate.sendAsync(ar, handler, push);
+    } catch (RuntimeException e) {
+      endSpan(span, -1, e);
+      call.failed(attempt, Claim.MISSING, 0, true, span);
+      result.completeExceptionally(e);
+      return;
+    }
+    f.whenComplete(
+        (res, err) -> {
+          Throwable cause = err instanceof CompletionException && err.getCause() != null
+              ? err.getCause() : err;
+          int status = res == null ? -1 : res.statusCode();
+          if (res != null && !HttpRules.serverFault(status)) {
+            call.succeeded(attempt, span);
+            endSpan(span, status, null);
+            result.complete(res);
+            return;
+          }
+          Claim received = res == null ? Claim.MISSING : claimOf(res.headers());
+          boolean canceled = result.isCancelled() || !(cause == null || cause instanceof IOException);
+          RetryDecision d = call.failed(attempt, received, 0, canceled, span);
+          endSpan(span, status, cause);
+          if (d != RetryDecision.RETRIED) {
+            if (res != null) {
+              result.complete(res);
+            } else {
+              result.completeExceptionally(cause);
+            }
+            return;
+          }
+          discard(res);
+          Executor later =
+              CompletableFuture.delayedExecutor(call.delayNanos, TimeUnit.NANOSECONDS);
+          later.execute(
+              () -> {
+                if (result.isDone()) {
+                  call.abandoned(received);
+                  return;
+                }
+                attemptAsync(request, handler, push, parent, call, attempt + 1, result);
+              });
+        });
+  }
+
+  private ClientCallState begin(HttpRequest request) {
+    String peer = HttpRules.peerAddress(request.uri());
+    return new ClientCallState(
+        settings,
+        Ledger.current(),
+        peer,
+        HttpRules.operation(request.method(), request.uri()),
+        policy.test(request),
+        true);
+  }
+
+  private static final TextMapSetter<HttpRequest.Builder> SETTER = HttpRequest.Builder::setHeader;
+
+  private HttpRequest attemptRequest(HttpRequest request, int attempt, Context parent, Span span) {
+    if (attempt == 0 && span == null) {
+      return request;
+    }
+    HttpRequest.Builder b = HttpRequest.newBuilder(request, (name, value) -> true);
+    if (attempt > 0) {
+      b.setHeader(OwnershipNames.HTTP_RETRY_ATTEMPT_HEADER, Integer.toString(attempt));
+    }
+    if (span != null) {
+      settings
+          .openTelemetry
+          .getPropagators()
+          .getTextMapPropagator()
+          .inject(parent.with(span), b, SETTER);
+    }
+    return b.build();
+  }
+
+  private Span startSpan(HttpRequest request, Context parent, int attempt) {
+    if (settings.tracer == null) {
+      return null;
+    }
+    Span span =
+        settings
+            .tracer
+            .spanBuilder(request.method())
+            .setSpanKind(SpanKind.CLIENT)
+            .setParent(parent)
+            .setAttribute(METHOD, request.method())
+            .setAttribute(URL_FULL, request.uri().toString())
+            .startSpan();
+    if (request.uri().getHost() != null) {
+      span.setAttribute(SERVER_ADDRESS, request.uri().getHost());
+    }
+    if (request.uri().getPort() > 0) {
+      span.setAttribute(SERVER_PORT, (long) request.uri().getPort());
+    }
+    return span;
+  }
+
+  private static void endSpan(Span span, int status, Throwable error) {
+    if (span == null) {
+      return;
+    }
+    if (status > 0) {
+      span.setAttribute(STATUS, (long) status);
+      if (status >= 500) {
+        span.setAttribute(ERROR_TYPE, Integer.toString(status));
+        span.setStatus(StatusCode.ERROR);
+      }
+    } else if (error != null) {
+      span.setAttribute(ERROR_TYPE, error.getClass().getName());
+      span.setStatus(StatusCode.ERROR);
+    }
+    span.end();
+  }
+
+  /** Releases a failed attempt's body, if the handler left one open. */
+  private static void discard(HttpResponse<?> res) {
+    if (res == null) {
+      return;
+    }
+    Object body = res.body();
+    try {
+      if (body instanceof InputStream) {
+        ((InputStream) body).close();
+      } else if (body instanceof Stream) {
+        ((Stream<?>) body).close();
+      } else if (body instanceof Closeable) {
+        ((Closeable) body).close();
+      }
+    } catch (IOException | RuntimeException ignored) {
+      // nothing to do: the body is dropped either way
+    }
+  }
+
+  @Override
+  public Optional<CookieHandler> cookieHandler() {
+    return delegate.cookieHandler();
+  }
+
+  @Override
+  public Optional<Duration> connectTimeout() {
+    return delegate.connectTimeout();
+  }
+
+  @Override
+  public Redirect followRedirects() {
+    return delegate.followRedirects();
+  }
+
+  @Override
+  public Optional<ProxySelector> proxy() {
+    return delegate.proxy();
+  }
+
+  @Override
+  public SSLContext sslContext() {
+    return delegate.sslContext();
+  }
+
+  @Override
+  public SSLParameters sslParameters() {
+    return delegate.sslParameters();
+  }
+
+  @Override
+  public Optional<Authenticator> authenticator() {
+    return delegate.authenticator();
+  }
+
+  @Override
+  public Version version() {
+    return delegate.version();
+  }
+
+  @Override
+  public Optional<Executor> executor() {
+    return delegate.executor();
+  }
+
+  @Override
+  public WebSocket.Builder newWebSocketBuilder() {
+    return delegate.newWebSocketBuilder();
+  }
+
+  /** Builds an {@link ErrorOwnershipHttpClient}. */
+  public static final class Builder {
+    private final HttpClient delegate;
+    private HintSource hints;
+    private RetryBudget budget;
+    private int maxAttempts = RetrySettings.DEFAULT_MAX_ATTEMPTS;
+    private Duration initialBackoff = RetrySettings.DEFAULT_INITIAL_BACKOFF;
+    private Duration maxBackoff = RetrySettings.DEFAULT_MAX_BACKOFF;
+    private Predicate<HttpRequest> policy = ErrorOwnershipHttpClient::idempotent;
+    private OpenTelemetry openTelemetry;
+
+    private Builder(HttpClient delegate) {
+      this.delegate = delegate;
+    }
+
+    /** Uses {@code hints} for the budgets' limits (default: {@code BudgetLimits.defaults()}). */
+    public Builder setHints(HintSource hints) {
+      this.hints = hints;
+      return this;
+    }
+
+    /** Draws every retry from {@code budget}, shared by all peers, instead of one per peer. */
+    public Builder setBudget(RetryBudget budget) {
+      this.budget = budget;
+      return this;
+    }
+
+    /** Sets the attempts per call, the first included (default 3); 1 disables retries. */
+    public Builder setMaxAttempts(int maxAttempts) {
+      this.maxAttempts = Math.max(1, maxAttempts);
+      return this;
+    }
+
+    /**
+     * Sets the backoff: retry n waits a random time in [d/2, d], d = min(max, initial·2^(n−1));
+     * defaults 50 ms and 1 s.
+     */
+    public Builder setBackoff(Duration initial, Duration max) {
+      this.initialBackoff = initial;
+      this.maxBackoff = max;
+      return this;
+    }
+
+    /**
+     * Sets which requests may be retried at all (default {@link #idempotent}). A request it
+     * rejects fails with decision {@code no_policy}. Bodies from {@code
+     * BodyPublishers.ofInputStream} cannot be sent twice: reject such requests here.
+     */
+    public Builder setRetryPolicy(Predicate<HttpRequest> policy) {
+      this.policy = policy;
+      return this;
+    }
+
+    /** Makes one CLIENT span per attempt with {@code openTelemetry}'s tracer and propagators. */
+    public Builder setOpenTelemetry(OpenTelemetry openTelemetry) {
+      this.openTelemetry = openTelemetry;
+      return this;
+    }
+
+    /** Returns the client. */
+    public ErrorOwnershipHttpClient build() {
+      return new ErrorOwnershipHttpClient(this);
+    }
+  }
+
+}

@@ -1,0 +1,245 @@
+package io.github.errorownership.hooks.okhttp;
+
+import io.github.errorownership.hooks.Claim;
+import io.github.errorownership.hooks.HintSource;
+import io.github.errorownership.hooks.Ledger;
+import io.github.errorownership.hooks.OwnershipNames;
+import io.github.errorownership.hooks.RetryBudget;
+import io.github.errorownership.hooks.RetryDecision;
+import io.github.errorownership.hooks.internal.ClientCallState;
+import io.github.errorownership.hooks.internal.HttpRules;
+import io.github.errorownership.hooks.internal.RetrySettings;
+import io.opentelemetry.api.OpenTelemetry;
+import io.opentelemetry.api.common.AttributeKey;
+import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.api.trace.SpanKind;
+import io.opentelemetry.api.trace.StatusCode;
+import io.opentelemetry.context.Context;
+import io.opentelemetry.context.Scope;
+import io.opentelemetry.context.propagation.TextMapSetter;
+import java.io.IOException;
+import java.io.InterruptedIOException;
+import java.time.Duration;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Predicate;
+import okhttp3.Interceptor;
+import okhttp3.Request;
+import okhttp3.Response;
+
+/**
+ * An OkHttp <em>application</em> interceptor ({@code OkHttpClient.Builder.addInterceptor}) that
+ * retries server faults (5xx, or an {@link IOException}) only where the decision matrix allows:
+ * claimed or unlabelled errors, within a per-peer budget and the attempt limit (default 3), with
+ * jittered backoff; never an unclaimed error, never a request without a retry policy (by default:
+ * non-idempotent methods without an idempotency key, and one-shot bodies). Retries carry {@code
+ * Retry-Attempt: N}; each call's outcome is recorded in the {@link Ledger} of the current context.
+ *
+ * <p>An application interceptor sees one call, and each {@code chain.proceed} is an attempt. With
+ * {@link Builder#setOpenTelemetry} the hooks make each attempt a CLIENT span of their own (current
+ * while the attempt runs, its context injected into the request) carrying the attempt's
+ * attributes. Without it they make no spans and set no attributes.
+ */
+public final class ErrorOwnershipInterceptor implements Interceptor {
+  private static final AttributeKey<String> METHOD = AttributeKey.stringKey("http.request.method");
+  private static final AttributeKey<String> SERVER_ADDRESS = AttributeKey.stringKey("server.address");
+  private static final AttributeKey<Long> SERVER_PORT = AttributeKey.longKey("server.port");
+  private static final AttributeKey<String> URL_FULL = AttributeKey.stringKey("url.full");
+  private static final AttributeKey<Long> STATUS = AttributeKey.longKey("http.response.status_code");
+  private static final AttributeKey<String> ERROR_TYPE = AttributeKey.stringKey("error.type");
+  private static final TextMapSetter<Request.Builder> SETTER = Request.Builder::header;
+
+  private final RetrySettings settings;
+  private final Predicate<Request> policy;
+
+  private ErrorOwnershipInterceptor(Builder b) {
+    this.settings =
+        new RetrySettings(
+            b.hints, b.budget, b.maxAttempts, b.initialBackoff, b.maxBackoff, b.openTelemetry);
+    this.policy = b.policy;
+  }
+
+  /** Returns an interceptor with the default settings. */
+  public static ErrorOwnershipInterceptor create() {
+    return builder().build();
+  }
+
+  /** Returns a new builder. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /** The default retry policy: an idempotent method or an idempotency key. */
+  public static boolean idempotent(Request r) {
+    return HttpRules.idempotentMethod(r.method())
+        || r.header("Idempotency-Key") != null
+        || r.header("X-Idempotency-Key") != null;
+  }
+
+  /** Reads the {@code Error-Claim} header of a response. */
+  public static Claim claimOf(Response r) {
+    return Claim.parse(r.headers(OwnershipNames.HTTP_CLAIM_HEADER));
+  }
+
+  @Override
+  public Response intercept(Chain chain) throws IOException {
+    Request request = chain.request();
+    Context parent = Context.current();
+    boolean replayable = request.body() == null || !request.body().isOneShot();
+    ClientCallState call =
+        new ClientCallState(
+            settings,
+            Ledger.current(),
+            HttpRules.peerAddress(request.url().uri()),
+            HttpRules.operation(request.method(), request.url().uri()),
+            replayable && policy.test(request),
+            true);
+    long deadline = 0;
+    for (int attempt = 0; ; attempt++) {
+      Span span = startSpan(request, parent);
+      Request ar = attemptRequest(request, attempt, parent, span);
+      Response res = null;
+      IOException failure = null;
+      try (Scope ignored = span == null ? null : parent.with(span).makeCurrent()) {
+        res = chain.proceed(ar);
+      } catch (IOException e) {
+        failure = e;
+      } catch (RuntimeException e) {
+        endSpan(span, -1, e);
+        call.failed(attempt, Claim.MISSING, 0, true, span);
+        throw e;
+      }
+      int status = res == null ? -1 : res.code();
+      if (res != null && !HttpRules.serverFault(status)) {
+        call.succeeded(attempt, span);
+        endSpan(span, status, null);
+        return res;
+      }
+      Claim received = res == null ? Claim.MISSING : claimOf(res);
+      boolean canceled = chain.call().isCanceled() || failure instanceof InterruptedIOException;
+      RetryDecision d = call.failed(attempt, received, deadline, canceled, span);
+      endSpan(span, status, failure);
+      if (d != RetryDecision.RETRIED) {
+        if (failure != null) {
+          throw failure;
+        }
+        return res;
+      }
+      if (res != null) {
+        res.close();
+      }
+      try {
+        TimeUnit.NANOSECONDS.sleep(call.delayNanos);
+      } catch (InterruptedException e) {
+        call.abandoned(received);
+        Thread.currentThread().interrupt();
+        throw new InterruptedIOException("retry abandoned");
+      }
+    }
+  }
+
+  private Request attemptRequest(Request request, int attempt, Context parent, Span span) {
+    if (attempt == 0 && span == null) {
+      return request;
+    }
+    Request.Builder b = request.newBuilder();
+    if (attempt > 0) {
+      b.header(OwnershipNames.HTTP_RETRY_ATTEMPT_HEADER, Integer.toString(attempt));
+    }
+    if (span != null) {
+      settings
+          .openTelemetry
+          .getPropagators()
+          .getTextMapPropagator()
+          .inject(parent.with(span), b, SETTER);
+    }
+    return b.build();
+  }
+
+  private Span startSpan(Request request, Context parent) {
+    if (settings.tracer == null) {
+      return null;
+    }
+    return settings
+        .tracer
+        .spanBuilder(request.method())
+        .setSpanKind(SpanKind.CLIENT)
+        .setParent(parent)
+        .setAttribute(METHOD, request.method())
+        .setAttribute(URL_FULL, request.url().toString())
+        .setAttribute(SERVER_ADDRESS, request.url().host())
+        .setAttribute(SERVER_PORT, (long) request.url().port())
+        .startSpan();
+  }
+
+  private static void endSpan(Span span, int status, Throwable error) {
+    if (span == null) {
+      return;
+    }
+    if (status > 0) {
+      span.setAttribute(STATUS, (long) status);
+      if (status >= 500) {
+        span.setAttribute(ERROR_TYPE, Integer.toString(status));
+        span.setStatus(StatusCode.ERROR);
+      }
+    } else if (error != null) {
+      span.setAttribute(ERROR_TYPE, error.getClass().getName());
+      span.setStatus(StatusCode.ERROR);
+    }
+    span.end();
+  }
+
+  /** Builds an {@link ErrorOwnershipInterceptor}. */
+  public static final class Builder {
+    private HintSource hints;
+    private RetryBudget budget;
+    private int maxAttempts = RetrySettings.DEFAULT_MAX_ATTEMPTS;
+    private Duration initialBackoff = RetrySettings.DEFAULT_INITIAL_BACKOFF;
+    private Duration maxBackoff = RetrySettings.DEFAULT_MAX_BACKOFF;
+    private Predicate<Request> policy = ErrorOwnershipInterceptor::idempotent;
+    private OpenTelemetry openTelemetry;
+
+    private Builder() {}
+
+    /** Uses {@code hints} for the budgets' limits. */
+    public Builder setHints(HintSource hints) {
+      this.hints = hints;
+      return this;
+    }
+
+    /** Draws every retry from {@code budget}, shared by all peers. */
+    public Builder setBudget(RetryBudget budget) {
+      this.budget = budget;
+      return this;
+    }
+
+    /** Sets the attempts per call, the first included (default 3); 1 disables retries. */
+    public Builder setMaxAttempts(int maxAttempts) {
+      this.maxAttempts = Math.max(1, maxAttempts);
+      return this;
+    }
+
+    /** Sets the backoff (defaults 50 ms and 1 s): retry n waits in [d/2, d]. */
+    public Builder setBackoff(Duration initial, Duration max) {
+      this.initialBackoff = initial;
+      this.maxBackoff = max;
+      return this;
+    }
+
+    /** Sets which requests may be retried at all (default {@link #idempotent}). */
+    public Builder setRetryPolicy(Predicate<Request> policy) {
+      this.policy = policy;
+      return this;
+    }
+
+    /** Makes one CLIENT span per attempt with {@code openTelemetry}. */
+    public Builder setOpenTelemetry(OpenTelemetry openTelemetry) {
+      this.openTelemetry = openTelemetry;
+      return this;
+    }
+
+    /** Returns the interceptor. */
+    public ErrorOwnershipInterceptor build() {
+      return new ErrorOwnershipInterceptor(this);
+    }
+  }
+}
