@@ -1,0 +1,248 @@
+/**
+ * The @grpc/grpc-js hooks: a client interceptor that retries unary calls by
+ * the decision matrix, and a server interceptor (grpc-js 1.10+) that claims
+ * server faults in the error-claim trailer. Import from
+ * "@errorownership/hooks/grpc".
+ */
+import type * as grpc from '@grpc/grpc-js';
+import { Span, SpanKind, context, trace } from '@opentelemetry/api';
+import { HintSource, ModeFunc } from './claim';
+import { Ledger, ledgerFrom, runWithLedger } from './ledger';
+import {
+  ATTR_CLAIM,
+  ATTR_CLAIM_REASON,
+  GRPC_CLAIM_KEY,
+  GRPC_PREVIOUS_ATTEMPTS_KEY,
+  GRPC_PUSHBACK_KEY,
+  claimOfValues,
+} from './ownership';
+import { Budgets, RetrySettings, resolveSettings } from './retrying';
+import { Attempt, LogicalCall } from './http/attempt';
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const g = (): typeof grpc => require('@grpc/grpc-js') as typeof grpc;
+
+/** UNKNOWN, DEADLINE_EXCEEDED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS. */
+export const DEFAULT_FAULT_CODES: readonly number[] = [2, 4, 12, 13, 14, 15];
+
+export interface GrpcHooksOptions extends RetrySettings {
+  /** The address the client dials ("10.0.0.7:50051", "dns:///stock:443"): names the callee for budgets and hints. */
+  target?: string;
+  /** Names the callee instead of target (its service.name, say). */
+  peerService?: string;
+  /** Which methods may be retried (default: every one). */
+  retryPolicy?: (path: string) => boolean;
+  /** The status codes that are server faults (default DEFAULT_FAULT_CODES). */
+  faultCodes?: readonly number[];
+  /** Make a CLIENT span per attempt to carry the attempt's attributes (default true). */
+  attemptSpans?: boolean;
+}
+
+/** The address in a gRPC target: "host:port" as is, the endpoint of "scheme:///host:port". */
+export function targetAddress(target: string): string {
+  if (/^[^/]*:\d+$/.test(target) && !target.includes('://')) return target;
+  const m = /^[a-z][a-z0-9+.-]*:(?:\/\/[^/]*)?\/?(.+)$/i.exec(target);
+  return m ? m[1]! : target;
+}
+
+function operation(path: string): string {
+  return path.replace(/^\//, '');
+}
+
+const tracer = () => trace.getTracer('@errorownership/hooks');
+
+/**
+ * A client interceptor: pass it in the client's options
+ * ({ interceptors: [grpcClientInterceptor({ target })] }). Unary calls are
+ * retried where the decision matrix allows, with grpc-previous-rpc-attempts
+ * on retries; streaming calls pass through. grpc-js's instrumentation makes
+ * one span per call, not per attempt, so the hook makes a CLIENT span per
+ * attempt (a child of the active span) and sets retry.attempt,
+ * error.claim.received and retry.decision on it.
+ */
+export function grpcClientInterceptor(options: GrpcHooksOptions = {}): grpc.Interceptor {
+  const settings = resolveSettings(options);
+  const budgets = new Budgets(options.budget, options.hints);
+  const faults = new Set(options.faultCodes ?? DEFAULT_FAULT_CODES);
+  const fault = (code: number): boolean => faults.has(code);
+  const peer = options.peerService ?? (options.target ? targetAddress(options.target) : '');
+  const spans = options.attemptSpans ?? true;
+
+  return (callOptions, nextCall) => {
+    const { InterceptingCall, Metadata } = g();
+    const def = callOptions.method_definition;
+    if (def.requestStream || def.responseStream) return new InterceptingCall(nextCall(callOptions));
+    const path = def.path;
+    const parent = context.active();
+    let hasPolicy = settings.maxAttempts > 1;
+    try {
+      if (hasPolicy && options.retryPolicy) hasPolicy = options.retryPolicy(path);
+    } catch {
+      hasPolicy = false;
+    }
+    const deadline = callOptions.deadline instanceof Date ? callOptions.deadline.getTime() : typeof callOptions.deadline === 'number' ? callOptions.deadline : undefined;
+    const ac = new AbortController();
+    const lc = new LogicalCall(settings, budgets, budgets.for(peer), peer, hasPolicy, fault, ac.signal, deadline, ledgerFrom(parent), false);
+    const peerOp = (): string => operation(path);
+    let metadata: grpc.Metadata;
+    let message: unknown;
+    let upstream: grpc.InterceptingListener;
+    let current: ReturnType<typeof nextCall> | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    let finished = false;
+
+    const startSpan = (n: number): Span | undefined => {
+      if (!spans) return undefined;
+      const [service, method] = operation(path).split('/');
+      return tracer().startSpan(`${operation(path)} attempt ${n}`, {
+        kind: SpanKind.CLIENT,
+        attributes: { 'rpc.system': 'grpc', 'rpc.service': service ?? '', 'rpc.method': method ?? '', ...(peer ? { 'server.address': peer } : {}) },
+      }, parent);
+    };
+
+    const listenerFor = (a: Attempt): grpc.InterceptingListener => {
+      let md: grpc.Metadata | undefined;
+      let msg: unknown;
+      let gotMsg = false;
+      return {
+        onReceiveMetadata(m) {
+          md = m;
+        },
+        onReceiveMessage(m) {
+          msg = m;
+          gotMsg = true;
+        },
+        onReceiveStatus(status) {
+          a.settle(status.code, status.code === 0 ? undefined : status.metadata?.get(GRPC_CLAIM_KEY));
+          a.annotate();
+          a.span?.end();
+          const done = (): void => {
+            finished = true;
+            a.end(peerOp);
+            if (md) upstream.onReceiveMetadata(md);
+            if (gotMsg) upstream.onReceiveMessage(msg);
+            upstream.onReceiveStatus(status);
+          };
+          if (finished) return;
+          if (!a.failed || a.decision !== 'retried' || ac.signal.aborted) return done();
+          timer = setTimeout(() => {
+            timer = undefined;
+            if (ac.signal.aborted) return done();
+            attempt(a.n + 1);
+          }, a.delay);
+        },
+      };
+    };
+
+    const attempt = (n: number): void => {
+      const a = new Attempt(lc, n);
+      a.span = startSpan(n);
+      const md = metadata.clone();
+      md.set(GRPC_PREVIOUS_ATTEMPTS_KEY, String(n));
+      current = nextCall(callOptions);
+      current.start(md, listenerFor(a));
+      current.sendMessage(message);
+      current.halfClose();
+    };
+
+    let first: Attempt;
+    return new InterceptingCall(nextCall(callOptions), {
+      start(md, listener, next) {
+        metadata = md ?? new Metadata();
+        upstream = listener as grpc.InterceptingListener;
+        first = new Attempt(lc, 0);
+        first.span = startSpan(0);
+        next(md, listenerFor(first));
+      },
+      sendMessage(msg, next) {
+        message = msg;
+        next(msg);
+      },
+      cancel(next) {
+        ac.abort();
+        if (timer) {
+          clearTimeout(timer);
+          timer = undefined;
+        }
+        current?.cancelWithStatus(1, 'Cancelled on client');
+        next();
+      },
+    });
+  };
+}
+
+/**
+ * A server interceptor (grpc-js 1.10+: new grpc.Server({ interceptors: [
+ * grpcServerInterceptor()] })): the handler runs with a Ledger in the active
+ * context, and a server-fault status gets the error-claim trailer (with
+ * grpc-retry-pushback-ms: -1 when unclaimed) and error.claim,
+ * error.claim.reason on the active (SERVER) span. A handler's own valid
+ * claim in its trailers wins; any other value is replaced.
+ */
+export function grpcServerInterceptor(options: Pick<GrpcHooksOptions, 'hints' | 'faultCodes'> = {}): grpc.ServerInterceptor {
+  const faults = new Set(options.faultCodes ?? DEFAULT_FAULT_CODES);
+  return (methodDescriptor, call) => {
+    const { ServerInterceptingCall, Metadata } = g();
+    const ledger = new Ledger();
+    const path = methodDescriptor.path;
+    let handlerSpan: Span | undefined;
+    const inLedger = <T>(fn: () => T): T => runWithLedger(ledger, fn);
+    return new ServerInterceptingCall(call, {
+      start(next) {
+        next({
+          onReceiveMetadata(md, nxt) {
+            inLedger(() => nxt(md));
+          },
+          onReceiveMessage(msg, nxt) {
+            inLedger(() => nxt(msg));
+          },
+          onReceiveHalfClose(nxt) {
+            inLedger(() => {
+              handlerSpan = trace.getSpan(context.active());
+              nxt();
+            });
+          },
+        });
+      },
+      sendStatus(status, next) {
+        try {
+          if (faults.has(status.code)) {
+            const span = trace.getSpan(context.active()) ?? handlerSpan;
+            const md = status.metadata ? status.metadata.clone() : new Metadata();
+            const given = md.get(GRPC_CLAIM_KEY);
+            const own = given.length > 0 ? claimOfValues(given) : 'missing';
+            if (own !== 'missing') {
+              if (own === 'unclaimed') md.set(GRPC_PUSHBACK_KEY, '-1');
+              if (span?.isRecording()) span.setAttribute(ATTR_CLAIM, own);
+            } else {
+              md.remove(GRPC_CLAIM_KEY);
+              let modes: ModeFunc | undefined;
+              const src: HintSource | undefined = options.hints;
+              if (src) {
+                const op = operation(path);
+                modes = (peer, peerOp) => {
+                  try {
+                    return src.mode(op, peer, peerOp);
+                  } catch {
+                    return 'unknown';
+                  }
+                };
+              }
+              const { claim, reason } = ledger.decide(modes, status.code === 4);
+              md.set(GRPC_CLAIM_KEY, claim);
+              if (claim === 'unclaimed') md.set(GRPC_PUSHBACK_KEY, '-1');
+              if (span?.isRecording()) {
+                span.setAttribute(ATTR_CLAIM, claim);
+                span.setAttribute(ATTR_CLAIM_REASON, reason);
+              }
+            }
+            return next({ ...status, metadata: md });
+          }
+        } catch {
+          // the hooks never fail a call
+        }
+        next(status);
+      },
+    });
+  };
+}

@@ -1,0 +1,61 @@
+import * as http from 'node:http';
+import { AddressInfo } from 'node:net';
+
+export interface Scripted {
+  status: number;
+  claim?: string;
+}
+
+/** A callee on 127.0.0.1 answering each request with the next scripted response (the last one repeats). */
+export class ScriptedCallee {
+  readonly attempts: (string | null)[] = [];
+  readonly bodies: string[] = [];
+  url = '';
+  readonly srv: http.Server;
+  constructor(private readonly responses: Scripted[]) {
+    this.srv = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', c => chunks.push(c));
+      req.on('end', () => {
+        const i = this.attempts.length;
+        this.attempts.push((req.headers['retry-attempt'] as string | undefined) ?? null);
+        this.bodies.push(Buffer.concat(chunks).toString());
+        const r = this.responses[Math.min(i, this.responses.length - 1)]!;
+        const h: Record<string, string> = { 'Content-Type': 'text/plain' };
+        if (r.claim !== undefined) h['Error-Claim'] = r.claim;
+        res.writeHead(r.status, h);
+        res.end(r.status === 204 ? undefined : 'answer');
+      });
+    });
+  }
+  async listen(): Promise<this> {
+    await new Promise<void>(r => this.srv.listen(0, '127.0.0.1', r));
+    this.url = `http://127.0.0.1:${(this.srv.address() as AddressInfo).port}`;
+    return this;
+  }
+  get address(): string {
+    return new URL(this.url).host;
+  }
+  close(): Promise<void> {
+    this.srv.closeAllConnections();
+    return new Promise(r => this.srv.close(() => r()));
+  }
+}
+
+export async function listen(srv: http.Server): Promise<string> {
+  await new Promise<void>(r => srv.listen(0, '127.0.0.1', r));
+  return `http://127.0.0.1:${(srv.address() as AddressInfo).port}`;
+}
+
+export function close(srv: http.Server): Promise<void> {
+  srv.closeAllConnections();
+  return new Promise(r => srv.close(() => r()));
+}
+
+export const ATTRS = ['retry.attempt', 'http.request.resend_count', 'error.claim.received', 'retry.decision'];
+
+export function pick(attrs: Record<string, unknown>, keys: string[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const k of keys) if (attrs[k] !== undefined) out[k] = attrs[k];
+  return out;
+}
