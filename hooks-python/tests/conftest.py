@@ -1,0 +1,130 @@
+"""Shared fixtures: the conformance vectors, an OpenTelemetry SDK with an
+in-memory exporter and the requests/httpx instrumentations, and scripted
+HTTP callees on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+from opentelemetry.instrumentation.requests import RequestsInstrumentor
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+HERE = Path(__file__).resolve().parent
+CONFORMANCE_DIR = Path(os.environ.get("CONFORMANCE_DIR") or HERE.parent.parent / "conformance")
+
+
+def load(name: str) -> Any:
+    with open(CONFORMANCE_DIR / name, encoding="utf-8") as f:
+        return json.load(f)
+
+
+EXPORTER = InMemorySpanExporter()
+_PROVIDER = TracerProvider()
+_PROVIDER.add_span_processor(SimpleSpanProcessor(EXPORTER))
+trace.set_tracer_provider(_PROVIDER)
+RequestsInstrumentor().instrument()
+HTTPXClientInstrumentor().instrument()
+
+HOOK_ATTRS = ("retry.attempt", "http.request.resend_count", "error.claim.received", "retry.decision")
+SERVER_ATTRS = ("error.claim", "error.claim.reason")
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    EXPORTER.clear()
+    yield EXPORTER
+    EXPORTER.clear()
+
+
+def hook_attrs(span: Any, keys: tuple[str, ...] = HOOK_ATTRS) -> dict[str, Any]:
+    attrs = span.attributes or {}
+    return {k: attrs[k] for k in keys if k in attrs}
+
+
+class Callee:
+    """An HTTP server on 127.0.0.1 that answers each request with the next
+    scripted response (status, Error-Claim) and records what it got."""
+
+    def __init__(self, responses: list[dict[str, Any]]) -> None:
+        self.responses = list(responses)
+        self.requests: list[str | None] = []
+        self.bodies: list[str] = []
+        self.lock = threading.Lock()
+        callee = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def handle_any(self) -> None:
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n).decode() if n else ""
+                with callee.lock:
+                    callee.requests.append(self.headers.get("Retry-Attempt"))
+                    callee.bodies.append(body)
+                    r = callee.responses.pop(0) if callee.responses else {"status": 599}
+                self.send_response(r["status"])
+                if r.get("claim") is not None:
+                    self.send_header("Error-Claim", r["claim"])
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(b"ok")
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = handle_any
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.address = f"127.0.0.1:{self.port}"
+        self.url = f"http://{self.address}"
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def callee_factory() -> Iterator[Any]:
+    made: list[Callee] = []
+
+    def make(responses: list[dict[str, Any]]) -> Callee:
+        c = Callee(responses)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.close()
+
+
+class StaticHints:
+    """A HintSource from a table: peer -> mode."""
+
+    def __init__(self, modes: dict[str, str] | None = None, limits: Any = None) -> None:
+        from errorownership_hooks import Mode, default_limits, parse_mode
+
+        self._modes = {k: parse_mode(v) for k, v in (modes or {}).items()}
+        self._unknown = Mode.UNKNOWN
+        self._limits = limits or default_limits()
+
+    def mode(self, operation: str, peer_service: str, peer_operation: str) -> Any:
+        return self._modes.get(peer_service, self._unknown)
+
+    def budget_limits(self) -> Any:
+        return self._limits
