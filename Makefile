@@ -17,7 +17,7 @@ RACE_PKGS := ./dependencyanalysis/... ./processor/... ./extension/... ./store/..
 BENCHTIME ?= 1s
 DB_DIR   ?= .db
 
-.PHONY: all build test polyglot-deps check-modules release-tags lint bench bench-peers bench-hints fuzz soak demo scale-demo scenarios otelcol run clean db db-stop dashboards plugin
+.PHONY: all build test test-hooks hooks-deps check-modules release-tags lint bench bench-peers bench-hints fuzz soak demo scale-demo scenarios otelcol run clean db db-stop dashboards plugin
 
 all: lint build test
 
@@ -27,21 +27,46 @@ build:
 	$(GO) build -o bin/errorownership ./cmd/errorownership
 
 ## test: every module's unit, integration and end-to-end tests (needs the PostgreSQL binaries); the concurrent packages and the hooks under the race detector; the hooks module's dependency check
-test: check-modules
+test: check-modules test-hooks
 	$(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
 	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -vxF "$$($(GO) list $(RACE_PKGS))")
 	cd ownership && $(GO) test -count=1 ./...
-	cd hooks && $(GO) test -race -count=1 -timeout 10m ./...
 	cd cmd/errorownership && $(GO) test -count=1 -timeout 20m ./...
 	cd dashboards && $(GO) test -count=1 -timeout 20m ./...
 	cd internal/e2e && $(GO) test -count=1 -timeout 30m ./...
 	cd bench && $(GO) test -count=1 ./...
 
-## polyglot-deps: what the polyglot chain's services run with (internal/e2e/polyglot/README.md): a Python venv, the Node.js packages, the Java classpath and the OpenTelemetry Java agent
-polyglot-deps:
+## hooks-deps: what the Java, Node.js and Python hooks build and test with (Maven, npm, pip), and what the polyglot chain's services run with (internal/e2e/polyglot/README.md): the hooks of each language, a Python venv, the Node.js packages, the Java classpath and the OpenTelemetry Java agent. Each is redone when what it is made from changes.
+HOOKS_DEPS := hooks-java/target/.deps hooks-node/node_modules/.deps hooks-python/.venv/.deps \
+	internal/e2e/polyglot/python/.venv/.deps internal/e2e/polyglot/node/node_modules/.deps internal/e2e/polyglot/java/target/.deps
+hooks-deps: $(HOOKS_DEPS)
+
+# The Java hooks are installed in the local Maven repository, where the chain's Java service finds them.
+hooks-java/target/.deps: hooks-java/pom.xml $(shell find hooks-java/src/main -type f 2>/dev/null)
+	cd hooks-java && mvn -B -q -ntp dependency:go-offline install -DskipTests
+	touch $@
+hooks-node/node_modules/.deps: hooks-node/package-lock.json
+	cd hooks-node && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+hooks-python/.venv/.deps: hooks-python/pyproject.toml
+	cd hooks-python && python3 -m venv .venv && .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
+	touch $@
+internal/e2e/polyglot/python/.venv/.deps: internal/e2e/polyglot/python/requirements.txt hooks-python/pyproject.toml
 	cd internal/e2e/polyglot/python && python3 -m venv .venv && .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
+	touch $@
+internal/e2e/polyglot/node/node_modules/.deps: internal/e2e/polyglot/node/package-lock.json hooks-node/node_modules/.deps
 	cd internal/e2e/polyglot/node && npm ci --no-audit --no-fund --loglevel=error
-	cd internal/e2e/polyglot/java && mvn -B -q package
+	touch $@
+internal/e2e/polyglot/java/target/.deps: internal/e2e/polyglot/java/pom.xml $(shell find internal/e2e/polyglot/java/src -type f 2>/dev/null) hooks-java/target/.deps
+	cd internal/e2e/polyglot/java && mvn -B -q -ntp package
+	touch $@
+
+## test-hooks: the hooks of every language against the conformance vectors (conformance/), and their own tests: Go, Java, Node.js, Python
+test-hooks: hooks-deps
+	cd hooks && $(GO) test -race -count=1 -timeout 10m ./...
+	cd hooks-java && mvn -B -q -ntp -o verify
+	cd hooks-node && npm test
+	cd hooks-python && .venv/bin/pytest -q && .venv/bin/mypy
 
 ## release-tags: tag VERSION (such as v0.1.0) for every published module, after checking that the modules require each other at VERSION (the tags are not pushed)
 release-tags:

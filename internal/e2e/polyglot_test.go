@@ -37,11 +37,12 @@ type chainService struct {
 	log        *bytes.Buffer
 }
 
-// polyglotMissing names what `make polyglot-deps` installs that is not
+// polyglotMissing names what `make hooks-deps` installs that is not
 // there, "" when all is.
 func polyglotMissing() string {
 	for _, p := range []string{"python/.venv/bin/opentelemetry-instrument", "node/node_modules/@opentelemetry/auto-instrumentations-node",
-		"java/target/opentelemetry-javaagent.jar", "java/target/classpath.txt"} {
+		"node/node_modules/@errorownership/hooks/build/src/index.js",
+		"java/target/opentelemetry-javaagent.jar", "java/target/classpath.txt", "java/target/.deps"} {
 		if _, err := os.Stat(filepath.Join(polyglotDir, p)); err != nil {
 			return p
 		}
@@ -173,7 +174,7 @@ func driveChain(t *testing.T, gateway string, n, conc, first int) {
 // knows it did.
 func TestPolyglotChain(t *testing.T) {
 	if p := polyglotMissing(); p != "" {
-		t.Fatalf("internal/e2e/polyglot/%s is missing: run `make polyglot-deps` (the Python venv, the Node.js packages, the Java classpath and agent)", p)
+		t.Fatalf("internal/e2e/polyglot/%s is missing: run `make hooks-deps` (the Python venv, the Node.js packages, the Java classpath and agent)", p)
 	}
 	collectorBin := buildCollector(t)
 	gatewayBin := filepath.Join(t.TempDir(), "gateway")
@@ -189,18 +190,19 @@ func TestPolyglotChain(t *testing.T) {
 
 	py := filepath.Join(polyglotDir, "python", ".venv", "bin")
 	pyApp := []string{filepath.Join(py, "opentelemetry-instrument"), filepath.Join(py, "python"), filepath.Join(polyglotDir, "python", "app.py")}
-	stock := startChainService(t, "stock", pyApp, append(common, "RATE=0.05")...)
+	stock := startChainService(t, "stock", pyApp, append(common, "RATE=0.2")...)
 	reviews := startChainService(t, "reviews", pyApp, append(common, "RATE=0.4")...)
 	catalog := startChainService(t, "catalog",
-		[]string{"node", "--require", "@opentelemetry/auto-instrumentations-node/register", filepath.Join(polyglotDir, "node", "app.js")},
-		append(common, "RATE=0.1", "NEXT=http://"+stock.addr+"/stock", "OPTIONAL=http://"+reviews.addr+"/reviews",
-			"NODE_PATH="+filepath.Join(polyglotDir, "node", "node_modules"))...)
-	catalog.cmd.Dir = filepath.Join(polyglotDir, "node")
+		[]string{"node", "--require", filepath.Join(polyglotDir, "node", "tracing.js"), filepath.Join(polyglotDir, "node", "app.js")},
+		append(common, "RATE=0.1", "NEXT=http://"+stock.addr+"/stock", "OPTIONAL=http://"+reviews.addr+"/reviews")...)
 	jdir := filepath.Join(polyglotDir, "java", "target")
-	cp, err := os.ReadFile(filepath.Join(jdir, "classpath.txt")) //nolint:gosec // G304: the classpath `make polyglot-deps` wrote
+	cp, err := os.ReadFile(filepath.Join(jdir, "classpath.txt")) //nolint:gosec // G304: the classpath `make hooks-deps` wrote
 	require.NoError(t, err)
 	orders := startChainService(t, "orders",
-		[]string{"java", "-javaagent:" + filepath.Join(jdir, "opentelemetry-javaagent.jar"), "-cp", filepath.Join(jdir, "classes") + ":" + string(cp), "e2e.Orders"},
+		// As hooks-java/README.md says: the hooks make each attempt's CLIENT
+		// span, so the agent's HttpClient instrumentation is off.
+		[]string{"java", "-javaagent:" + filepath.Join(jdir, "opentelemetry-javaagent.jar"), "-Dotel.instrumentation.java-http-client.enabled=false",
+			"-cp", filepath.Join(jdir, "classes") + ":" + string(cp), "e2e.Orders"},
 		append(common, "NEXT=http://"+catalog.addr+"/catalog")...)
 	gateway := startChainService(t, "gateway", []string{gatewayBin}, append(common, "NEXT=http://"+orders.addr+"/orders")...)
 	services := []*chainService{gateway, orders, catalog, stock, reviews}
@@ -209,31 +211,45 @@ func TestPolyglotChain(t *testing.T) {
 	// tolerated.
 	driveChain(t, gateway.addr, 600, 8, 0)
 	h := hints.New(hintsURL, "catalog")
-	require.Eventually(t, func() bool {
+	learned := func() bool {
 		if _, err := h.Refresh(context.Background()); err != nil {
 			return false
 		}
 		return h.Mode("", "reviews", "") == ownership.ModeFailOpen && h.Mode("", "stock", "") == ownership.ModeFailClose
-	}, time.Minute, 200*time.Millisecond, "catalog's hints never learned reviews fail_open and stock fail_close")
+	}
+	if !assert.Eventually(t, learned, time.Minute, 200*time.Millisecond, "catalog's hints never learned reviews fail_open and stock fail_close") {
+		doc, _ := h.Hints()
+		t.Fatalf("catalog's hints: %+v", doc)
+	}
 	time.Sleep(3 * time.Second) // every hint client polls again (ttl 2s)
 
-	// Measured, then stock failing every time.
+	// Measured: once learned, catalog claims its coincidental errors.
+	measuredFrom := time.Now().UTC()
+	catalogBefore := catalog.counters(t)
 	driveChain(t, gateway.addr, 600, 8, 10_000)
+	coincidental := catalog.counters(t).Coincidental - catalogBefore.Coincidental
+
+	// Stock failing every time, once every budget's window (10 s) has
+	// forgotten the measured phase: only catalog, next to it, retries.
+	time.Sleep(11 * time.Second)
 	before := map[string]chainCounts{}
 	for _, s := range services {
 		before[s.name] = s.counters(t)
 	}
 	stock.setRate(t, 1)
-	driveChain(t, gateway.addr, 300, 8, 20_000)
-	stormCounts := map[string]chainCounts{}
+	const stormRoots = 300
+	driveChain(t, gateway.addr, stormRoots, 8, 20_000)
+	perRoot := map[string]float64{}
 	for _, s := range services {
-		c := s.counters(t)
-		b := before[s.name]
-		stormCounts[s.name] = chainCounts{c.Served - b.Served, c.Own - b.Own, c.Propagated - b.Propagated, c.Coincidental - b.Coincidental}
+		perRoot[s.name] = float64(s.counters(t).Served-before[s.name].Served) / stormRoots
 	}
-	for _, name := range []string{"gateway", "orders", "catalog", "stock"} {
-		t.Logf("stock failing: %s served %.2f requests per root request", name, float64(stormCounts[name].Served)/300)
+	t.Logf("stock failing, requests served per root request: gateway %.2f, orders %.2f, catalog %.2f, stock %.2f",
+		perRoot["gateway"], perRoot["orders"], perRoot["catalog"], perRoot["stock"])
+	for _, name := range []string{"gateway", "orders", "catalog"} {
+		assert.InDelta(t, 1.0, perRoot[name], 1e-9, "%s, above the hop next to the failing service: no retry", name)
 	}
+	assert.LessOrEqual(t, perRoot["stock"], 1.1+1e-9, "stock: catalog's retries, within its 10 %% budget")
+	assert.Greater(t, perRoot["stock"], 1.0, "stock: catalog, next to it, retries its claimed errors")
 
 	final := map[string]chainCounts{}
 	for _, s := range services {
@@ -249,6 +265,14 @@ func TestPolyglotChain(t *testing.T) {
 	conn, err := pgx.Connect(context.Background(), dsn)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
+	var audited, sentClaimed int64
+	require.NoError(t, conn.QueryRow(context.Background(),
+		`SELECT count(*), count(*) FILTER (WHERE claim_sent = 'claimed') FROM coincidental_audit
+		 WHERE service = 'catalog' AND time >= $1 AND time < $2`, measuredFrom, measuredFrom.Add(time.Hour)).Scan(&audited, &sentClaimed))
+	t.Logf("measured phase: catalog counted %d coincidental failures; the store audited %d after it, %d of them sent claimed", coincidental, audited, sentClaimed)
+	require.Positive(t, coincidental, "the measured phase has coincidental errors")
+	assert.Equal(t, coincidental, audited, "the store audits every coincidental failure of catalog's")
+	assert.Equal(t, audited, sentClaimed, "once learned, catalog sends its coincidental errors claimed")
 	for _, s := range services {
 		var got chainCounts
 		require.NoError(t, conn.QueryRow(context.Background(),

@@ -2,6 +2,7 @@
 // The Node.js service of the polyglot chain (catalog): express, run under
 // @opentelemetry/auto-instrumentations-node, with the errorownership hooks.
 const express = require('express');
+const eo = require('@errorownership/hooks');
 
 const SERVICE = process.env.OTEL_SERVICE_NAME;
 const ROUTE = process.env.ROUTE || SERVICE;
@@ -18,9 +19,13 @@ function fails(item, attempt) {
   return h / 2 ** 32 < rate;
 }
 
+// The hooks, as hooks-node/README.md sets them up for express and fetch.
+const hints = eo.startHints(process.env.HINTS_URL, SERVICE);
+const hookedFetch = eo.createFetch({ hints });
+
 async function ok(url) {
   try {
-    const res = await fetch(url);
+    const res = await hookedFetch(url);
     await res.arrayBuffer();
     return res.status < 500;
   } catch {
@@ -29,6 +34,7 @@ async function ok(url) {
 }
 
 const app = express();
+app.use(eo.expressMiddleware({ hints }));
 app.get(`/${ROUTE}/:item`, async (req, res) => {
   const { item } = req.params;
   counters.served++;
@@ -54,4 +60,5 @@ app.get('/admin/counters', (req, res) => res.json(counters));
 const server = app.listen(0, '127.0.0.1', () => {
   process.stdout.write(`127.0.0.1:${server.address().port}\n`);
 });
-process.on('SIGTERM', () => server.close(() => process.exit(0)));
+// tracing.js exports what is left and exits.
+process.on('SIGTERM', () => server.close());

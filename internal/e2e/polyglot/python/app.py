@@ -6,12 +6,17 @@ import os
 import sys
 import threading
 
+from errorownership_hooks.hints import HintClient
+from errorownership_hooks.wsgi import ErrorOwnershipMiddleware
 from flask import Flask, Response, request
 
 SERVICE = os.environ["OTEL_SERVICE_NAME"]
 ROUTE = os.environ.get("ROUTE", SERVICE)
 
 app = Flask(__name__)
+# The hooks, as hooks-python/README.md sets them up for Flask.
+hints = HintClient.start(os.environ["HINTS_URL"], SERVICE)
+app.wsgi_app = ErrorOwnershipMiddleware(app.wsgi_app, hints=hints)  # type: ignore[method-assign]
 lock = threading.Lock()
 counters = {"served": 0, "own": 0, "propagated": 0, "coincidental": 0}
 rate = [float(os.environ.get("RATE", "0"))]

@@ -1,5 +1,10 @@
 package e2e;
 
+import io.github.errorownership.hooks.hints.HintsClient;
+import io.github.errorownership.hooks.httpclient.ErrorOwnershipHttpClient;
+import io.github.errorownership.hooks.servlet.ErrorOwnershipFilter;
+import io.opentelemetry.api.GlobalOpenTelemetry;
+import jakarta.servlet.DispatcherType;
 import jakarta.servlet.http.HttpServlet;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
@@ -9,7 +14,9 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
+import java.util.EnumSet;
 import java.util.concurrent.atomic.AtomicLong;
+import org.eclipse.jetty.ee10.servlet.FilterHolder;
 import org.eclipse.jetty.ee10.servlet.ServletContextHandler;
 import org.eclipse.jetty.server.Server;
 import org.eclipse.jetty.server.ServerConnector;
@@ -27,7 +34,11 @@ public final class Orders {
   static final AtomicLong served = new AtomicLong();
   static final AtomicLong own = new AtomicLong();
   static final AtomicLong propagated = new AtomicLong();
-  static final HttpClient client = HttpClient.newHttpClient();
+  // The hooks, as hooks-java/README.md sets them up under the Java agent
+  // (which runs with -Dotel.instrumentation.java-http-client.enabled=false).
+  static final HintsClient hints = HintsClient.builder(System.getenv("HINTS_URL"), SERVICE).build().start();
+  static final HttpClient client = ErrorOwnershipHttpClient.builder(HttpClient.newHttpClient())
+      .setHints(hints).setOpenTelemetry(GlobalOpenTelemetry.get()).build();
 
   static boolean fails(String item, String attempt) {
     int h = 0x811c9dc5;
@@ -91,6 +102,7 @@ public final class Orders {
     connector.setPort(0);
     server.addConnector(connector);
     ServletContextHandler context = new ServletContextHandler();
+    context.addFilter(new FilterHolder(ErrorOwnershipFilter.builder().setHints(hints).build()), "/*", EnumSet.of(DispatcherType.REQUEST));
     context.addServlet(Work.class, "/" + ROUTE + "/*");
     context.addServlet(Admin.class, "/admin/rate");
     context.addServlet(Admin.class, "/admin/counters");
