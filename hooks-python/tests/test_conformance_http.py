@@ -174,11 +174,17 @@ def asgi_server() -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 @pytest.mark.parametrize("tc", SERVER, ids=[c["name"] for c in SERVER])
-def test_server_asgi(tc: dict[str, Any], spans: Any, callee_factory: Any, asgi_server: tuple[int, dict[str, Any]]) -> None:
+@pytest.mark.parametrize("placement", ["inside", "outside"])
+def test_server_asgi(tc: dict[str, Any], placement: str, spans: Any, callee_factory: Any, asgi_server: tuple[int, dict[str, Any]]) -> None:
+    """The middleware inside the instrumentation's, and outside it."""
     port, state = asgi_server
     callees = [callee_factory(c["responses"]) for c in tc.get("calls", [])]
     state["tc"], state["calls"] = tc, _handler_calls(tc, callees)
-    state["app"] = OtelASGI(ASGIHooks(state["inner"], hints=_server_hints(tc, callees)))
+    hints = _server_hints(tc, callees)
+    if placement == "inside":
+        state["app"] = OtelASGI(ASGIHooks(state["inner"], hints=hints))
+    else:
+        state["app"] = ASGIHooks(OtelASGI(state["inner"]), hints=hints)
     status, claims = _get(port)
     for _ in range(500):  # the server span ends just after the body is sent
         if any(s.kind is SpanKind.SERVER for s in spans.get_finished_spans()):
