@@ -3,7 +3,6 @@ package io.github.errorownership.hooks.grpc;
 import io.github.errorownership.hooks.Claim;
 import io.github.errorownership.hooks.HintSource;
 import io.github.errorownership.hooks.Ledger;
-import io.github.errorownership.hooks.Mode;
 import io.github.errorownership.hooks.ModeFunction;
 import io.github.errorownership.hooks.OwnershipNames;
 import io.github.errorownership.hooks.Verdict;
@@ -14,7 +13,7 @@ import io.grpc.ServerCall;
 import io.grpc.ServerCallHandler;
 import io.grpc.ServerInterceptor;
 import io.grpc.Status;
-import io.opentelemetry.api.common.AttributeKey;
+import io.github.errorownership.hooks.internal.ServerRules;
 import io.opentelemetry.api.trace.Span;
 import io.opentelemetry.context.Context;
 import io.opentelemetry.context.Scope;
@@ -33,9 +32,6 @@ import java.util.Set;
  * error.claim} and {@code error.claim.reason}.
  */
 public final class ErrorOwnershipServerInterceptor implements ServerInterceptor {
-  private static final AttributeKey<String> CLAIM = AttributeKey.stringKey(OwnershipNames.ATTR_CLAIM);
-  private static final AttributeKey<String> REASON =
-      AttributeKey.stringKey(OwnershipNames.ATTR_CLAIM_REASON);
   static final Metadata.Key<String> CLAIM_KEY =
       Metadata.Key.of(OwnershipNames.GRPC_CLAIM_KEY, Metadata.ASCII_STRING_MARSHALLER);
   static final Metadata.Key<String> PUSHBACK_KEY =
@@ -146,17 +142,12 @@ public final class ErrorOwnershipServerInterceptor implements ServerInterceptor 
           trailers.removeAll(PUSHBACK_KEY);
           trailers.put(PUSHBACK_KEY, "-1");
         }
-        if (span.isRecording()) {
-          span.setAttribute(CLAIM, own.wireName());
-        }
+        ServerRules.annotate(span, own);
         return;
       }
       trailers.removeAll(CLAIM_KEY);
     }
-    ModeFunction modes = null;
-    if (hints != null) {
-      modes = (peer, peerOp) -> safeMode(op, peer, peerOp);
-    }
+    ModeFunction modes = ServerRules.modes(hints, op);
     io.grpc.Deadline deadline = io.grpc.Context.current().getDeadline();
     boolean timedOut = status.getCode() == Status.Code.DEADLINE_EXCEEDED
         || (deadline != null && deadline.isExpired());
@@ -166,20 +157,9 @@ public final class ErrorOwnershipServerInterceptor implements ServerInterceptor 
       trailers.removeAll(PUSHBACK_KEY);
       trailers.put(PUSHBACK_KEY, "-1");
     }
-    if (span.isRecording()) {
-      span.setAttribute(CLAIM, v.claim().wireName());
-      span.setAttribute(REASON, v.reason().wireName());
-    }
+    ServerRules.annotate(span, v);
   }
 
-  private Mode safeMode(String op, String peer, String peerOp) {
-    try {
-      Mode m = hints.mode(op, peer, peerOp);
-      return m == null ? Mode.UNKNOWN : m;
-    } catch (RuntimeException e) {
-      return Mode.UNKNOWN;
-    }
-  }
 
   /** Builds an {@link ErrorOwnershipServerInterceptor}. */
   public static final class Builder {

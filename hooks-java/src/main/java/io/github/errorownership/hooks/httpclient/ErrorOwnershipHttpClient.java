@@ -10,10 +10,7 @@ import io.github.errorownership.hooks.internal.ClientCallState;
 import io.github.errorownership.hooks.internal.HttpRules;
 import io.github.errorownership.hooks.internal.RetrySettings;
 import io.opentelemetry.api.OpenTelemetry;
-import io.opentelemetry.api.common.AttributeKey;
 import io.opentelemetry.api.trace.Span;
-import io.opentelemetry.api.trace.SpanKind;
-import io.opentelemetry.api.trace.StatusCode;
 import io.opentelemetry.context.Context;
 import io.opentelemetry.context.Scope;
 import io.opentelemetry.context.propagation.TextMapSetter;
@@ -23,6 +20,7 @@ import java.io.InputStream;
 import java.net.Authenticator;
 import java.net.CookieHandler;
 import java.net.ProxySelector;
+import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpHeaders;
 import java.net.http.HttpRequest;
@@ -62,12 +60,6 @@ import javax.net.ssl.SSLParameters;
  * }</pre>
  */
 public final class ErrorOwnershipHttpClient extends HttpClient {
-  private static final AttributeKey<String> METHOD = AttributeKey.stringKey("http.request.method");
-  private static final AttributeKey<String> SERVER_ADDRESS = AttributeKey.stringKey("server.address");
-  private static final AttributeKey<Long> SERVER_PORT = AttributeKey.longKey("server.port");
-  private static final AttributeKey<String> URL_FULL = AttributeKey.stringKey("url.full");
-  private static final AttributeKey<Long> STATUS = AttributeKey.longKey("http.response.status_code");
-  private static final AttributeKey<String> ERROR_TYPE = AttributeKey.stringKey("error.type");
 
   private final HttpClient delegate;
   private final RetrySettings settings;
@@ -109,7 +101,7 @@ public final class ErrorOwnershipHttpClient extends HttpClient {
     Context parent = Context.current();
     ClientCallState call = begin(request);
     for (int attempt = 0; ; attempt++) {
-      Span span = startSpan(request, parent, attempt);
+      Span span = startSpan(request, parent);
       HttpRequest ar = attemptRequest(request, attempt, parent, span);
       HttpResponse<T> res = null;
       IOException failure = null;
@@ -118,20 +110,20 @@ public final class ErrorOwnershipHttpClient extends HttpClient {
       } catch (IOException e) {
         failure = e;
       } catch (InterruptedException | RuntimeException e) {
-        endSpan(span, -1, e);
+        HttpRules.endAttemptSpan(span, -1, e);
         call.failed(attempt, Claim.MISSING, 0, true, span);
         throw e;
       }
       int status = res == null ? -1 : res.statusCode();
       if (res != null && !HttpRules.serverFault(status)) {
         call.succeeded(attempt, span);
-        endSpan(span, status, null);
+        HttpRules.endAttemptSpan(span, status, null);
         return res;
       }
       Claim received = res == null ? Claim.MISSING : claimOf(res.headers());
       RetryDecision d =
           call.failed(attempt, received, 0, Thread.currentThread().isInterrupted(), span);
-      endSpan(span, status, failure);
+      HttpRules.endAttemptSpan(span, status, failure);
       if (d != RetryDecision.RETRIED) {
         if (failure != null) {
           throw failure;
@@ -177,13 +169,13 @@ public final class ErrorOwnershipHttpClient extends HttpClient {
       ClientCallState call,
       int attempt,
       CompletableFuture<HttpResponse<T>> result) {
-    Span span = startSpan(request, parent, attempt);
+    Span span = startSpan(request, parent);
     HttpRequest ar = attemptRequest(request, attempt, parent, span);
     CompletableFuture<HttpResponse<T>> f;
     try (Scope ignored = span == null ? null : parent.with(span).makeCurrent()) {
       f = push == null ? delegate.sendAsync(ar, handler) : delegate.sendAsync(ar, handler, push);
     } catch (RuntimeException e) {
-      endSpan(span, -1, e);
+      HttpRules.endAttemptSpan(span, -1, e);
       call.failed(attempt, Claim.MISSING, 0, true, span);
       result.completeExceptionally(e);
       return;
@@ -195,14 +187,14 @@ public final class ErrorOwnershipHttpClient extends HttpClient {
           int status = res == null ? -1 : res.statusCode();
           if (res != null && !HttpRules.serverFault(status)) {
             call.succeeded(attempt, span);
-            endSpan(span, status, null);
+            HttpRules.endAttemptSpan(span, status, null);
             result.complete(res);
             return;
           }
           Claim received = res == null ? Claim.MISSING : claimOf(res.headers());
           boolean canceled = result.isCancelled() || !(cause == null || cause instanceof IOException);
           RetryDecision d = call.failed(attempt, received, 0, canceled, span);
-          endSpan(span, status, cause);
+          HttpRules.endAttemptSpan(span, status, cause);
           if (d != RetryDecision.RETRIED) {
             if (res != null) {
               result.complete(res);
@@ -256,44 +248,13 @@ public final class ErrorOwnershipHttpClient extends HttpClient {
     return b.build();
   }
 
-  private Span startSpan(HttpRequest request, Context parent, int attempt) {
-    if (settings.tracer == null) {
-      return null;
-    }
-    Span span =
-        settings
-            .tracer
-            .spanBuilder(request.method())
-            .setSpanKind(SpanKind.CLIENT)
-            .setParent(parent)
-            .setAttribute(METHOD, request.method())
-            .setAttribute(URL_FULL, request.uri().toString())
-            .startSpan();
-    if (request.uri().getHost() != null) {
-      span.setAttribute(SERVER_ADDRESS, request.uri().getHost());
-    }
-    if (request.uri().getPort() > 0) {
-      span.setAttribute(SERVER_PORT, (long) request.uri().getPort());
-    }
-    return span;
+  private Span startSpan(HttpRequest request, Context parent) {
+    URI uri = request.uri();
+    return HttpRules.startAttemptSpan(
+        settings.tracer, parent, request.method(), uri.toString(), uri.getHost(), uri.getPort());
   }
 
-  private static void endSpan(Span span, int status, Throwable error) {
-    if (span == null) {
-      return;
-    }
-    if (status > 0) {
-      span.setAttribute(STATUS, (long) status);
-      if (status >= 500) {
-        span.setAttribute(ERROR_TYPE, Integer.toString(status));
-        span.setStatus(StatusCode.ERROR);
-      }
-    } else if (error != null) {
-      span.setAttribute(ERROR_TYPE, error.getClass().getName());
-      span.setStatus(StatusCode.ERROR);
-    }
-    span.end();
-  }
+
 
   /** Releases a failed attempt's body, if the handler left one open. */
   private static void discard(HttpResponse<?> res) {

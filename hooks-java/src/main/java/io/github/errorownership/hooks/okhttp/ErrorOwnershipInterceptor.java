@@ -10,10 +10,7 @@ import io.github.errorownership.hooks.internal.ClientCallState;
 import io.github.errorownership.hooks.internal.HttpRules;
 import io.github.errorownership.hooks.internal.RetrySettings;
 import io.opentelemetry.api.OpenTelemetry;
-import io.opentelemetry.api.common.AttributeKey;
 import io.opentelemetry.api.trace.Span;
-import io.opentelemetry.api.trace.SpanKind;
-import io.opentelemetry.api.trace.StatusCode;
 import io.opentelemetry.context.Context;
 import io.opentelemetry.context.Scope;
 import io.opentelemetry.context.propagation.TextMapSetter;
@@ -40,12 +37,6 @@ import okhttp3.Response;
  * attributes. Without it they make no spans and set no attributes.
  */
 public final class ErrorOwnershipInterceptor implements Interceptor {
-  private static final AttributeKey<String> METHOD = AttributeKey.stringKey("http.request.method");
-  private static final AttributeKey<String> SERVER_ADDRESS = AttributeKey.stringKey("server.address");
-  private static final AttributeKey<Long> SERVER_PORT = AttributeKey.longKey("server.port");
-  private static final AttributeKey<String> URL_FULL = AttributeKey.stringKey("url.full");
-  private static final AttributeKey<Long> STATUS = AttributeKey.longKey("http.response.status_code");
-  private static final AttributeKey<String> ERROR_TYPE = AttributeKey.stringKey("error.type");
   private static final TextMapSetter<Request.Builder> SETTER = Request.Builder::header;
 
   private final RetrySettings settings;
@@ -104,20 +95,20 @@ public final class ErrorOwnershipInterceptor implements Interceptor {
       } catch (IOException e) {
         failure = e;
       } catch (RuntimeException e) {
-        endSpan(span, -1, e);
+        HttpRules.endAttemptSpan(span, -1, e);
         call.failed(attempt, Claim.MISSING, 0, true, span);
         throw e;
       }
       int status = res == null ? -1 : res.code();
       if (res != null && !HttpRules.serverFault(status)) {
         call.succeeded(attempt, span);
-        endSpan(span, status, null);
+        HttpRules.endAttemptSpan(span, status, null);
         return res;
       }
       Claim received = res == null ? Claim.MISSING : claimOf(res);
       boolean canceled = chain.call().isCanceled() || failure instanceof InterruptedIOException;
       RetryDecision d = call.failed(attempt, received, deadline, canceled, span);
-      endSpan(span, status, failure);
+      HttpRules.endAttemptSpan(span, status, failure);
       if (d != RetryDecision.RETRIED) {
         if (failure != null) {
           throw failure;
@@ -156,37 +147,12 @@ public final class ErrorOwnershipInterceptor implements Interceptor {
   }
 
   private Span startSpan(Request request, Context parent) {
-    if (settings.tracer == null) {
-      return null;
-    }
-    return settings
-        .tracer
-        .spanBuilder(request.method())
-        .setSpanKind(SpanKind.CLIENT)
-        .setParent(parent)
-        .setAttribute(METHOD, request.method())
-        .setAttribute(URL_FULL, request.url().toString())
-        .setAttribute(SERVER_ADDRESS, request.url().host())
-        .setAttribute(SERVER_PORT, (long) request.url().port())
-        .startSpan();
+    return HttpRules.startAttemptSpan(
+        settings.tracer, parent, request.method(), request.url().toString(),
+        request.url().host(), request.url().port());
   }
 
-  private static void endSpan(Span span, int status, Throwable error) {
-    if (span == null) {
-      return;
-    }
-    if (status > 0) {
-      span.setAttribute(STATUS, (long) status);
-      if (status >= 500) {
-        span.setAttribute(ERROR_TYPE, Integer.toString(status));
-        span.setStatus(StatusCode.ERROR);
-      }
-    } else if (error != null) {
-      span.setAttribute(ERROR_TYPE, error.getClass().getName());
-      span.setStatus(StatusCode.ERROR);
-    }
-    span.end();
-  }
+
 
   /** Builds an {@link ErrorOwnershipInterceptor}. */
   public static final class Builder {

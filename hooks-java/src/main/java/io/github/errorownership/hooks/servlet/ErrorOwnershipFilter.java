@@ -3,12 +3,11 @@ package io.github.errorownership.hooks.servlet;
 import io.github.errorownership.hooks.Claim;
 import io.github.errorownership.hooks.HintSource;
 import io.github.errorownership.hooks.Ledger;
-import io.github.errorownership.hooks.Mode;
 import io.github.errorownership.hooks.ModeFunction;
 import io.github.errorownership.hooks.OwnershipNames;
 import io.github.errorownership.hooks.Verdict;
+import io.github.errorownership.hooks.internal.ServerRules;
 import io.github.errorownership.hooks.internal.HttpRules;
-import io.opentelemetry.api.common.AttributeKey;
 import io.opentelemetry.api.trace.Span;
 import io.opentelemetry.context.Context;
 import io.opentelemetry.context.Scope;
@@ -44,9 +43,6 @@ import java.util.function.IntPredicate;
  * error.claim.reason}.
  */
 public final class ErrorOwnershipFilter implements Filter {
-  private static final AttributeKey<String> CLAIM = AttributeKey.stringKey(OwnershipNames.ATTR_CLAIM);
-  private static final AttributeKey<String> REASON =
-      AttributeKey.stringKey(OwnershipNames.ATTR_CLAIM_REASON);
 
   private final HintSource hints;
   private final IntPredicate fault;
@@ -184,36 +180,19 @@ public final class ErrorOwnershipFilter implements Filter {
         Claim own = Claim.parse(list);
         if (own != Claim.MISSING) {
           ours = null;
-          if (span.isRecording()) {
-            span.setAttribute(CLAIM, own.wireName());
-          }
+          ServerRules.annotate(span, own);
           return;
         }
       }
       int code = currentStatus();
-      ModeFunction modes = null;
-      if (hints != null) {
-        String op = operation.apply(request);
-        modes = (peer, peerOp) -> safeMode(op, peer, peerOp);
-      }
+      ModeFunction modes = hints == null ? null : ServerRules.modes(hints, operation.apply(request));
       Verdict v = ledger.decide(modes, code == 504);
       ours = v.claim().wireName();
       setHeader(OwnershipNames.HTTP_CLAIM_HEADER, ours);
-      if (span.isRecording()) {
-        span.setAttribute(CLAIM, v.claim().wireName());
-        span.setAttribute(REASON, v.reason().wireName());
-      }
+      ServerRules.annotate(span, v);
     }
   }
 
-  private Mode safeMode(String op, String peer, String peerOp) {
-    try {
-      Mode m = hints.mode(op, peer, peerOp);
-      return m == null ? Mode.UNKNOWN : m;
-    } catch (RuntimeException e) {
-      return Mode.UNKNOWN;
-    }
-  }
 
   /** Builds an {@link ErrorOwnershipFilter}. */
   public static final class Builder {
