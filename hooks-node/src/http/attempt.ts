@@ -11,7 +11,7 @@ import {
   RetryDecision,
   claimOfValues,
 } from '../ownership';
-import { Budgets, Resolved, backoffDelay, fits } from '../retrying';
+import { Budgets, Resolved, backoffDelay, fits, sleep } from '../retrying';
 
 /** The context key under which the attempt being made travels, for the instrumentation hooks. */
 export const ATTEMPT_KEY = createContextKey('errorownership attempt');
@@ -162,4 +162,37 @@ export function rawValues(raw: readonly (string | Buffer)[] | undefined, name: s
 export function trimOWS(v: string | Buffer): string {
   const s = typeof v === 'string' ? v : v.toString('latin1');
   return s.replace(/^[ \t]+|[ \t]+$/g, '');
+}
+
+/** What a hooked client does once an attempt is settled: done, with the answer to give the caller. */
+export type AttemptEnd<R> = { done: true; res: R } | { done: false };
+
+/**
+ * Finishes a settled attempt the same way for every client: annotates its
+ * span; ends the logical call and gives back the response (or throws the
+ * attempt's error) unless the decision is to retry; else discards the
+ * failed response's body and waits out the backoff, within signal.
+ */
+export async function finishAttempt<R>(
+  a: Attempt,
+  peerOperation: () => string,
+  res: R | undefined,
+  err: unknown,
+  discardBody: (res: R) => void,
+  signal?: AbortSignal | null
+): Promise<AttemptEnd<R>> {
+  a.annotate();
+  if (!a.failed || a.decision !== 'retried') {
+    a.end(peerOperation);
+    if (res !== undefined) return { done: true, res };
+    throw err;
+  }
+  if (res !== undefined) discardBody(res);
+  try {
+    await sleep(a.delay, signal);
+  } catch (e) {
+    a.end(peerOperation, true);
+    throw e;
+  }
+  return { done: false };
 }

@@ -1,8 +1,8 @@
 import { context } from '@opentelemetry/api';
 import { ledgerFrom } from '../ledger';
 import { HTTP_RETRY_ATTEMPT_HEADER } from '../ownership';
-import { Budgets, resolveSettings, sleep } from '../retrying';
-import { Attempt, LogicalCall, trimOWS } from './attempt';
+import { Budgets, resolveSettings } from '../retrying';
+import { Attempt, LogicalCall, finishAttempt, trimOWS } from './attempt';
 import { HttpClientOptions, idempotent, operationOf, peerAddress, serverFault } from './common';
 
 export interface FetchHooksOptions extends HttpClientOptions {
@@ -139,23 +139,8 @@ export function createFetch(options: FetchHooksOptions = {}): HookedFetch {
       } else {
         a.settle(undefined, undefined);
       }
-      a.annotate();
-      if (!a.failed) {
-        a.end(peerOperation);
-        return res!;
-      }
-      if (a.decision !== 'retried') {
-        a.end(peerOperation);
-        if (res) return res;
-        throw err;
-      }
-      if (res) discardBody(res);
-      try {
-        await sleep(a.delay, signal);
-      } catch (e) {
-        a.end(peerOperation, true);
-        throw e;
-      }
+      const end = await finishAttempt(a, peerOperation, res, err, discardBody, signal);
+      if (end.done) return end.res;
     }
   };
 }

@@ -3,8 +3,8 @@ import * as https from 'node:https';
 import { context } from '@opentelemetry/api';
 import { ledgerFrom } from '../ledger';
 import { HTTP_RETRY_ATTEMPT_HEADER } from '../ownership';
-import { Budgets, resolveSettings, sleep } from '../retrying';
-import { Attempt, LogicalCall, rawValues } from './attempt';
+import { Budgets, resolveSettings } from '../retrying';
+import { Attempt, LogicalCall, finishAttempt, rawValues } from './attempt';
 import { HttpClientOptions, idempotent, operationOf, peerAddress, serverFault } from './common';
 
 /** http.request's options, plus the body to send (sent again on each retry) and an optional deadline. */
@@ -117,23 +117,8 @@ export function createHttpClient(options: HttpClientOptions = {}): HttpRequestCl
       }
       if (res) a.settle(res.statusCode ?? 0, rawValues(res.rawHeaders, 'error-claim'));
       else a.settle(undefined, undefined);
-      a.annotate();
-      if (!a.failed) {
-        a.end(peerOperation);
-        return res!;
-      }
-      if (a.decision !== 'retried') {
-        a.end(peerOperation);
-        if (res) return res;
-        throw err;
-      }
-      if (res) discard(res);
-      try {
-        await sleep(a.delay, signal);
-      } catch (e) {
-        a.end(peerOperation, true);
-        throw e;
-      }
+      const end = await finishAttempt(a, peerOperation, res, err, discard, signal);
+      if (end.done) return end.res;
     }
   }
   return { request };

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import httpx
 
@@ -124,22 +124,35 @@ def _retry_request(req: httpx.Request, n: int) -> httpx.Request:
     return httpx.Request(req.method, req.url, headers=headers, content=req.content, extensions=req.extensions)
 
 
-class _Base:
+_T = TypeVar("_T", httpx.BaseTransport, httpx.AsyncBaseTransport)
+
+
+class _Base(Generic[_T]):
+    """What Transport and AsyncTransport share: their settings, and a logical
+    call's first and last steps. Keyword arguments as for
+    errorownership_hooks.requests.Session; transport is the one wrapped,
+    by default a new one of _default."""
+
+    _default: Callable[[], _T]
+
     def __init__(
         self,
+        transport: _T | None = None,
         *,
-        hints: HintSource | None,
-        budget: RetryBudget | None,
-        max_attempts: int,
-        backoff: Backoff | None,
-        retry_policy: Callable[[str, Any], bool],
-        fault: Callable[[int], bool],
-        peer_service: Callable[[str], str],
+        hints: HintSource | None = None,
+        budget: RetryBudget | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff: Backoff | None = None,
+        retry_policy: Callable[[str, Any], bool] = idempotent,
+        fault: Callable[[int], bool] = server_fault,
+        peer_service: Callable[[str], str] = peer_address,
     ) -> None:
         self._cfg = ClientConfig(hints=hints, budget=budget, max_attempts=max_attempts, backoff=backoff or Backoff())
         self._policy = retry_policy
         self._fault = fault
         self._peer = peer_service
+        self._transport: _T = transport if transport is not None else self._default()
+        _hook_pool(self._transport, fault)
 
     def _begin(self, request: httpx.Request) -> LogicalCall:
         try:
@@ -164,26 +177,12 @@ class _Base:
         return False
 
 
-class Transport(_Base, httpx.BaseTransport):
-    """An httpx transport with the error-ownership client hooks. Keyword
-    arguments as for errorownership_hooks.requests.Session."""
+class Transport(_Base[httpx.BaseTransport], httpx.BaseTransport):
+    """An httpx transport with the error-ownership client hooks, around
+    transport (default httpx.HTTPTransport()). Keyword arguments as for
+    errorownership_hooks.requests.Session."""
 
-    def __init__(
-        self,
-        transport: httpx.BaseTransport | None = None,
-        *,
-        hints: HintSource | None = None,
-        budget: RetryBudget | None = None,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        backoff: Backoff | None = None,
-        retry_policy: Callable[[str, Any], bool] = idempotent,
-        fault: Callable[[int], bool] = server_fault,
-        peer_service: Callable[[str], str] = peer_address,
-    ) -> None:
-        super().__init__(hints=hints, budget=budget, max_attempts=max_attempts, backoff=backoff,
-                         retry_policy=retry_policy, fault=fault, peer_service=peer_service)
-        self._transport = transport if transport is not None else httpx.HTTPTransport()
-        _hook_pool(self._transport, fault)
+    _default = httpx.HTTPTransport
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         lc = self._begin(request)
@@ -216,25 +215,11 @@ class Transport(_Base, httpx.BaseTransport):
         self._transport.close()
 
 
-class AsyncTransport(_Base, httpx.AsyncBaseTransport):
-    """The asyncio twin of Transport."""
+class AsyncTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport):
+    """The asyncio twin of Transport, around transport (default
+    httpx.AsyncHTTPTransport())."""
 
-    def __init__(
-        self,
-        transport: httpx.AsyncBaseTransport | None = None,
-        *,
-        hints: HintSource | None = None,
-        budget: RetryBudget | None = None,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        backoff: Backoff | None = None,
-        retry_policy: Callable[[str, Any], bool] = idempotent,
-        fault: Callable[[int], bool] = server_fault,
-        peer_service: Callable[[str], str] = peer_address,
-    ) -> None:
-        super().__init__(hints=hints, budget=budget, max_attempts=max_attempts, backoff=backoff,
-                         retry_policy=retry_policy, fault=fault, peer_service=peer_service)
-        self._transport = transport if transport is not None else httpx.AsyncHTTPTransport()
-        _hook_pool(self._transport, fault)
+    _default = httpx.AsyncHTTPTransport
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         lc = self._begin(request)
