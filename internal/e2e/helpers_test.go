@@ -1,16 +1,24 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
@@ -204,4 +212,109 @@ func terminate(t *testing.T, c *collector, limit time.Duration) (took time.Durat
 	}
 	t.Logf("the collector exited %v after SIGTERM (%v)", took.Round(time.Millisecond), err)
 	return took, c.Log()
+}
+
+// appService is a running service process of a test app (the shop, the
+// polyglot chain): it says where it listens on the first line of its
+// standard output, and logs to its standard error.
+type appService struct {
+	name, addr string
+	cmd        *exec.Cmd
+	log        *bytes.Buffer
+}
+
+// startApp starts argv as the service name, with the OpenTelemetry SDK's
+// standard variables for the service name, the exporter's endpoint otlp
+// and quick batching, and env, and waits until it says where it listens.
+func startApp(t *testing.T, name, otlp string, argv []string, env ...string) *appService {
+	t.Helper()
+	s := &appService{name: name, log: &bytes.Buffer{}}
+	s.cmd = exec.Command(argv[0], argv[1:]...) //nolint:gosec // G204: the test app's services, as the test builds them
+	s.cmd.Env = append(os.Environ(), append([]string{
+		"OTEL_SERVICE_NAME=" + name,
+		"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + otlp,
+		"OTEL_BSP_SCHEDULE_DELAY=200",
+		"OTEL_BSP_MAX_QUEUE_SIZE=65536",
+	}, env...)...)
+	stdout, err := s.cmd.StdoutPipe()
+	require.NoError(t, err)
+	s.cmd.Stderr = s.log
+	require.NoError(t, s.cmd.Start())
+	t.Cleanup(func() {
+		if s.cmd.ProcessState == nil {
+			_ = s.cmd.Process.Kill()
+			_ = s.cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("%s log (end):\n%s", name, tail(s.log.String(), 8<<10))
+		}
+	})
+	lines := make(chan string, 1)
+	go func() {
+		r := bufio.NewReader(stdout)
+		line, _ := r.ReadString('\n')
+		lines <- line
+		_, _ = io.Copy(io.Discard, r)
+	}()
+	select {
+	case line := <-lines:
+		s.addr = strings.TrimSpace(line)
+	case <-time.After(90 * time.Second): // a JVM with the Java agent takes seconds
+	}
+	require.NotEmpty(t, s.addr, "%s did not say where it listens: %s", name, tail(s.log.String(), 4<<10))
+	return s
+}
+
+// errDidNotStop is terminate's error for a service still running 30 s after
+// its SIGTERM.
+var errDidNotStop = errors.New("did not stop within 30s of SIGTERM")
+
+// terminate ends the service with SIGTERM, which makes it export its last
+// spans, and returns how it exited.
+func (s *appService) terminate(t *testing.T) error {
+	t.Helper()
+	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(30 * time.Second):
+		_ = s.cmd.Process.Kill()
+		return fmt.Errorf("%s: %w", s.name, errDidNotStop)
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// driveRoots sends n root requests, GET url(i) for i from 1 to n, from conc
+// goroutines, and hands each answer to seen (if not nil) before its body is
+// read.
+func driveRoots(t *testing.T, n, conc int, url func(i int) string, seen func(*http.Response)) {
+	t.Helper()
+	client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: conc}}
+	defer client.CloseIdleConnections()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Go(func() {
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+				res, err := client.Get(url(int(i)))
+				if !assert.NoError(t, err) {
+					return
+				}
+				if seen != nil {
+					seen(res)
+				}
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -1,20 +1,14 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,13 +24,6 @@ import (
 // polyglotDir holds the chain's services (polyglot/README.md).
 var polyglotDir = filepath.Join(repoRoot, "internal", "e2e", "polyglot")
 
-// chainService is one running service of the polyglot chain.
-type chainService struct {
-	name, addr string
-	cmd        *exec.Cmd
-	log        *bytes.Buffer
-}
-
 // polyglotMissing names what `make hooks-deps` installs that is not
 // there, "" when all is.
 func polyglotMissing() string {
@@ -51,72 +38,31 @@ func polyglotMissing() string {
 }
 
 // startChainService starts a service of the chain with its language's
-// zero-code instrumentation and waits until it says where it listens.
-func startChainService(t *testing.T, name string, argv []string, env ...string) *chainService {
+// zero-code instrumentation, exporting OTLP/HTTP to otlp, and waits until
+// it says where it listens.
+func startChainService(t *testing.T, name, otlp string, argv []string, env ...string) *appService {
 	t.Helper()
-	s := &chainService{name: name, log: &bytes.Buffer{}}
-	s.cmd = exec.Command(argv[0], argv[1:]...) //nolint:gosec // G204: the chain's services, as the test builds them
-	s.cmd.Env = append(os.Environ(), append([]string{
-		"OTEL_SERVICE_NAME=" + name,
+	return startApp(t, name, otlp, argv, append([]string{
 		"OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
 		"OTEL_TRACES_EXPORTER=otlp",
 		"OTEL_METRICS_EXPORTER=none",
 		"OTEL_LOGS_EXPORTER=none",
-		"OTEL_BSP_SCHEDULE_DELAY=200",
-		"OTEL_BSP_MAX_QUEUE_SIZE=65536",
 		// Node's cloud detectors ask metadata servers this machine has not.
 		"OTEL_NODE_RESOURCE_DETECTORS=env,host,os,process",
 	}, env...)...)
-	stdout, err := s.cmd.StdoutPipe()
-	require.NoError(t, err)
-	s.cmd.Stderr = s.log
-	require.NoError(t, s.cmd.Start())
-	t.Cleanup(func() {
-		if s.cmd.ProcessState == nil {
-			_ = s.cmd.Process.Kill()
-			_ = s.cmd.Wait()
-		}
-		if t.Failed() {
-			t.Logf("%s log (end):\n%s", name, tail(s.log.String(), 8<<10))
-		}
-	})
-	lines := make(chan string, 1)
-	go func() {
-		r := bufio.NewReader(stdout)
-		line, _ := r.ReadString('\n')
-		lines <- line
-		_, _ = io.Copy(io.Discard, r)
-	}()
-	select {
-	case line := <-lines:
-		s.addr = strings.TrimSpace(line)
-	case <-time.After(90 * time.Second):
-	}
-	require.NotEmpty(t, s.addr, "%s did not say where it listens: %s", name, tail(s.log.String(), 4<<10))
-	return s
 }
 
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
-}
-
-// stop ends the service with SIGTERM, which makes it export its last spans.
-func (s *chainService) stop(t *testing.T) {
+// stopChainService ends a service of the chain with SIGTERM. A JVM, and a
+// Python process without a handler, exit non-zero on it: what they
+// exported is what counts.
+func stopChainService(t *testing.T, s *appService) {
 	t.Helper()
-	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
-	done := make(chan error, 1)
-	go func() { done <- s.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil { // some runtimes exit non-zero on SIGTERM; what they exported is what counts
-			t.Logf("%s: %v", s.name, err)
+	if err := s.terminate(t); err != nil {
+		if errors.Is(err, errDidNotStop) {
+			t.Error(err)
+			return
 		}
-	case <-time.After(30 * time.Second):
-		t.Errorf("%s did not stop within 30s of SIGTERM", s.name)
-		_ = s.cmd.Process.Kill()
+		t.Logf("%s: %v", s.name, err)
 	}
 }
 
@@ -126,7 +72,7 @@ type chainCounts struct {
 	Served, Own, Propagated, Coincidental int64
 }
 
-func (s *chainService) counters(t *testing.T) chainCounts {
+func (s *appService) counters(t *testing.T) chainCounts {
 	t.Helper()
 	res, err := http.Get("http://" + s.addr + "/admin/counters")
 	require.NoError(t, err)
@@ -136,7 +82,7 @@ func (s *chainService) counters(t *testing.T) chainCounts {
 	return c
 }
 
-func (s *chainService) setRate(t *testing.T, rate float64) {
+func (s *appService) setRate(t *testing.T, rate float64) {
 	t.Helper()
 	res, err := http.Post(fmt.Sprintf("http://%s/admin/rate?value=%g", s.addr, rate), "text/plain", nil)
 	require.NoError(t, err)
@@ -148,23 +94,7 @@ func (s *chainService) setRate(t *testing.T, rate float64) {
 // ids from first+1.
 func driveChain(t *testing.T, gateway string, n, conc, first int) {
 	t.Helper()
-	client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: conc}}
-	defer client.CloseIdleConnections()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range conc {
-		wg.Go(func() {
-			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
-				res, err := client.Get(fmt.Sprintf("http://%s/api/%d", gateway, first+int(i)))
-				if !assert.NoError(t, err) {
-					return
-				}
-				_, _ = io.Copy(io.Discard, res.Body)
-				res.Body.Close()
-			}
-		})
-	}
-	wg.Wait()
+	driveRoots(t, n, conc, func(i int) string { return fmt.Sprintf("http://%s/api/%d", gateway, first+i) }, nil)
 }
 
 // TestPolyglotChain runs a chain of four languages (polyglot/README.md),
@@ -186,26 +116,26 @@ func TestPolyglotChain(t *testing.T) {
 	col := startCollectorWith(t, collectorBin, shopProcessor+fmt.Sprintf(shopStore, dsn),
 		extension{id: "errorownership_hints", config: fmt.Sprintf("    endpoint: %s\n    ttl: 2s\n    retry_budget:\n      ratio: 0.1\n      min_retries_per_second: 0", hintsAddr)})
 	hintsURL := "http://" + hintsAddr
-	common := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + col.httpAddr, "HINTS_URL=" + hintsURL}
+	otlp, common := col.httpAddr, []string{"HINTS_URL=" + hintsURL}
 
 	py := filepath.Join(polyglotDir, "python", ".venv", "bin")
 	pyApp := []string{filepath.Join(py, "opentelemetry-instrument"), filepath.Join(py, "python"), filepath.Join(polyglotDir, "python", "app.py")}
-	stock := startChainService(t, "stock", pyApp, append(common, "RATE=0.2")...)
-	reviews := startChainService(t, "reviews", pyApp, append(common, "RATE=0.4")...)
-	catalog := startChainService(t, "catalog",
+	stock := startChainService(t, "stock", otlp, pyApp, append(common, "RATE=0.2")...)
+	reviews := startChainService(t, "reviews", otlp, pyApp, append(common, "RATE=0.4")...)
+	catalog := startChainService(t, "catalog", otlp,
 		[]string{"node", "--require", filepath.Join(polyglotDir, "node", "tracing.js"), filepath.Join(polyglotDir, "node", "app.js")},
 		append(common, "RATE=0.1", "NEXT=http://"+stock.addr+"/stock", "OPTIONAL=http://"+reviews.addr+"/reviews")...)
 	jdir := filepath.Join(polyglotDir, "java", "target")
 	cp, err := os.ReadFile(filepath.Join(jdir, "classpath.txt")) //nolint:gosec // G304: the classpath `make hooks-deps` wrote
 	require.NoError(t, err)
-	orders := startChainService(t, "orders",
+	orders := startChainService(t, "orders", otlp,
 		// As hooks-java/README.md says: the hooks make each attempt's CLIENT
 		// span, so the agent's HttpClient instrumentation is off.
 		[]string{"java", "-javaagent:" + filepath.Join(jdir, "opentelemetry-javaagent.jar"), "-Dotel.instrumentation.java-http-client.enabled=false",
 			"-cp", filepath.Join(jdir, "classes") + ":" + string(cp), "e2e.Orders"},
 		append(common, "NEXT=http://"+catalog.addr+"/catalog")...)
-	gateway := startChainService(t, "gateway", []string{gatewayBin}, append(common, "NEXT=http://"+orders.addr+"/orders")...)
-	services := []*chainService{gateway, orders, catalog, stock, reviews}
+	gateway := startChainService(t, "gateway", otlp, []string{gatewayBin}, append(common, "NEXT=http://"+orders.addr+"/orders")...)
+	services := []*appService{gateway, orders, catalog, stock, reviews}
 
 	// Learning: the collector learns the edges; catalog → reviews is
 	// tolerated.
@@ -256,7 +186,7 @@ func TestPolyglotChain(t *testing.T) {
 		final[s.name] = s.counters(t)
 	}
 	for _, s := range services {
-		s.stop(t)
+		stopChainService(t, s)
 	}
 	time.Sleep(3 * time.Second) // decision_wait and a flush
 	_, err = col.Terminate(time.Minute)

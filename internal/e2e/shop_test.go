@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,10 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -51,12 +46,11 @@ func shopHints(addr string) extension {
 	return extension{id: "errorownership_hints", config: fmt.Sprintf("    endpoint: %s\n    ttl: 2s", addr)}
 }
 
-// shopService is one running shopapp process.
+// shopService is one running shopapp process and the file it writes its
+// truth to.
 type shopService struct {
-	name, addr string
-	truth      string
-	cmd        *exec.Cmd
-	log        *bytes.Buffer
+	*appService
+	truth string
 }
 
 // buildShop builds the shop app once per test binary.
@@ -71,39 +65,15 @@ func buildShop(t *testing.T) string {
 // startShop starts one service of the shop and waits until it listens.
 func startShop(t *testing.T, bin, dir, otlp, role string, args ...string) *shopService {
 	t.Helper()
-	s := &shopService{name: role, truth: filepath.Join(dir, role+".jsonl"), log: &bytes.Buffer{}}
-	s.cmd = exec.Command(bin, append([]string{"-role", role, "-truth", s.truth}, args...)...) //nolint:gosec // G204: the shop app the test built, with the flags the test gives
-	s.cmd.Env = append(os.Environ(),
-		"OTEL_SERVICE_NAME="+role,
-		"OTEL_EXPORTER_OTLP_ENDPOINT=http://"+otlp,
-		"OTEL_BSP_SCHEDULE_DELAY=200",
-		"OTEL_BSP_MAX_QUEUE_SIZE=65536",
-	)
-	stdout, err := s.cmd.StdoutPipe()
-	require.NoError(t, err)
-	s.cmd.Stderr = s.log
-	require.NoError(t, s.cmd.Start())
-	t.Cleanup(func() {
-		if s.cmd.ProcessState == nil {
-			_ = s.cmd.Process.Kill()
-			_ = s.cmd.Wait()
-		}
-		if t.Failed() {
-			t.Logf("%s log:\n%s", role, s.log)
-		}
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err, "%s did not say where it listens: %s", role, s.log)
-	s.addr = strings.TrimSpace(line)
-	go func() { _, _ = io.Copy(io.Discard, stdout) }()
-	return s
+	truthFile := filepath.Join(dir, role+".jsonl")
+	argv := append([]string{bin, "-role", role, "-truth", truthFile}, args...)
+	return &shopService{appService: startApp(t, role, otlp, argv), truth: truthFile}
 }
 
 // stop ends the service with SIGTERM, which makes it export its last spans.
 func (s *shopService) stop(t *testing.T) {
 	t.Helper()
-	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
-	require.NoError(t, s.cmd.Wait(), "%s: %s", s.name, s.log)
+	require.NoError(t, s.terminate(t), "%s: %s", s.name, s.log)
 }
 
 // records reads the service's truth file, keyed by trace and span ID.
@@ -130,28 +100,13 @@ func (s *shopService) records(t *testing.T) map[string]truth.Record {
 // IDs the frontend answered with.
 func drive(t *testing.T, frontend string, n, conc int, first int) map[string]bool {
 	t.Helper()
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: conc}}
-	defer client.CloseIdleConnections()
-	var next atomic.Int64
 	var mu sync.Mutex
 	traces := map[string]bool{}
-	var wg sync.WaitGroup
-	for range conc {
-		wg.Go(func() {
-			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
-				res, err := client.Get(fmt.Sprintf("http://%s/shop/%d", frontend, first+int(i)))
-				if !assert.NoError(t, err) {
-					return
-				}
-				_, _ = io.Copy(io.Discard, res.Body)
-				res.Body.Close()
-				mu.Lock()
-				traces[res.Header.Get(truth.TraceHeader)] = true
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	driveRoots(t, n, conc, func(i int) string { return fmt.Sprintf("http://%s/shop/%d", frontend, first+i) }, func(res *http.Response) {
+		mu.Lock()
+		traces[res.Header.Get(truth.TraceHeader)] = true
+		mu.Unlock()
+	})
 	return traces
 }
 
