@@ -1,7 +1,6 @@
 package hooksgrpc_test
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/errorownership/errorownership/hooks"
 	"github.com/errorownership/errorownership/hooks/hooksgrpc"
+	"github.com/errorownership/errorownership/hooks/internal/chaintest"
 	"github.com/errorownership/errorownership/hooks/internal/conformance"
 	"github.com/errorownership/errorownership/ownership"
 )
@@ -108,45 +107,6 @@ func scriptedCallee(t *testing.T, responses []grpcScripted) (*service, func() []
 	}
 }
 
-// grpcAttrs returns the hooks' attributes on the ended spans of kind, as
-// JSON decodes them, attempts in order.
-func grpcAttrs(spans *tracetest.SpanRecorder, kind trace.SpanKind, n int) []map[string]any {
-	read := func() []map[string]any {
-		var out []map[string]any
-		for _, s := range spans.Ended() {
-			if s.SpanKind() != kind {
-				continue
-			}
-			m := map[string]any{}
-			for _, kv := range s.Attributes() {
-				switch string(kv.Key) {
-				case ownership.AttrRetryAttempt:
-					m[string(kv.Key)] = float64(kv.Value.AsInt64())
-				case ownership.AttrClaimReceived, ownership.AttrRetryDecision, ownership.AttrClaim, ownership.AttrClaimReason:
-					m[string(kv.Key)] = kv.Value.AsString()
-				}
-			}
-			out = append(out, m)
-		}
-		return out
-	}
-	out := read()
-	// Spans end as their calls finish, maybe after the caller got its answer.
-	for deadline := time.Now().Add(5 * time.Second); len(out) < n && time.Now().Before(deadline); out = read() {
-		time.Sleep(time.Millisecond)
-	}
-	slices.SortStableFunc(out, func(a, b map[string]any) int {
-		at := func(m map[string]any) float64 {
-			if v, ok := m[ownership.AttrRetryAttempt].(float64); ok {
-				return v
-			}
-			return -1
-		}
-		return cmp.Compare(at(a), at(b))
-	})
-	return out
-}
-
 func loadGRPCVectors(t *testing.T) *grpcVectors {
 	t.Helper()
 	v := new(grpcVectors)
@@ -188,7 +148,7 @@ func TestConformanceGRPCClient(t *testing.T) {
 			if got, want := strs(attempts()), strs(tc.Want.Requests); got != want {
 				t.Errorf("grpc-previous-rpc-attempts per attempt %s, want %s", got, want)
 			}
-			got := grpcAttrs(caller.Spans, trace.SpanKindClient, len(tc.Want.Spans))
+			got := chaintest.HookAttributes(caller.Spans, trace.SpanKindClient, len(tc.Want.Spans))
 			if fmt.Sprint(got) != fmt.Sprint(tc.Want.Spans) {
 				t.Errorf("client spans' attributes\n got %v\nwant %v", got, tc.Want.Spans)
 			}
@@ -242,7 +202,7 @@ func TestConformanceGRPCServer(t *testing.T) {
 			if got, want := one(ownership.GRPCPushbackKey), strs([]*string{tc.Want.Pushback}); got != want {
 				t.Errorf("grpc-retry-pushback-ms %s, want %s", got, want)
 			}
-			server := grpcAttrs(svc.Spans, trace.SpanKindServer, 1)
+			server := chaintest.HookAttributes(svc.Spans, trace.SpanKindServer, 1)
 			if len(server) != 1 || fmt.Sprint(server[0]) != fmt.Sprint(tc.Want.Span) {
 				t.Errorf("server span's attributes %v, want %v", server, tc.Want.Span)
 			}

@@ -1,20 +1,17 @@
 package hookshttp_test
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -22,6 +19,7 @@ import (
 
 	"github.com/errorownership/errorownership/hooks"
 	"github.com/errorownership/errorownership/hooks/hookshttp"
+	"github.com/errorownership/errorownership/hooks/internal/chaintest"
 	"github.com/errorownership/errorownership/hooks/internal/conformance"
 	"github.com/errorownership/errorownership/ownership"
 )
@@ -102,38 +100,6 @@ func newTracing(t *testing.T) (*sdktrace.TracerProvider, *tracetest.SpanRecorder
 	return tp, spans
 }
 
-// hookAttrs are the attributes the hooks set, by the vectors' names.
-var hookAttrs = []string{ownership.AttrRetryAttempt, ownership.AttrHTTPResendCount, ownership.AttrClaimReceived,
-	ownership.AttrRetryDecision, ownership.AttrClaim, ownership.AttrClaimReason}
-
-// attrsOf returns the hooks' attributes on span, as JSON decodes them.
-func attrsOf(span sdktrace.ReadOnlySpan) map[string]any {
-	out := map[string]any{}
-	for _, kv := range span.Attributes() {
-		for _, k := range hookAttrs {
-			if string(kv.Key) != k {
-				continue
-			}
-			if kv.Value.Type() == attribute.INT64 {
-				out[k] = float64(kv.Value.AsInt64())
-			} else {
-				out[k] = kv.Value.AsString()
-			}
-		}
-	}
-	return out
-}
-
-func spansOf(spans *tracetest.SpanRecorder, kind trace.SpanKind) []map[string]any {
-	var out []map[string]any
-	for _, s := range spans.Ended() {
-		if s.SpanKind() == kind {
-			out = append(out, attrsOf(s))
-		}
-	}
-	return out
-}
-
 type clientCase struct {
 	Name        string
 	Method      string
@@ -197,23 +163,7 @@ func TestConformanceClient(t *testing.T) {
 			if tc.Want.Bodies != nil && fmt.Sprint(bodies) != fmt.Sprint(tc.Want.Bodies) {
 				t.Errorf("bodies %q, want %q", bodies, tc.Want.Bodies)
 			}
-			// A failed attempt's span ends when the hooks have drained its
-			// body, in the background.
-			attempts := spansOf(spans, trace.SpanKindClient)
-			for deadline := time.Now().Add(5 * time.Second); len(attempts) < len(tc.Want.Spans) && time.Now().Before(deadline); {
-				time.Sleep(time.Millisecond)
-				attempts = spansOf(spans, trace.SpanKindClient)
-			}
-			// Spans end in no fixed order: by attempt.
-			slices.SortStableFunc(attempts, func(a, b map[string]any) int {
-				n := func(m map[string]any) float64 {
-					if v, ok := m[ownership.AttrRetryAttempt].(float64); ok {
-						return v
-					}
-					return -1
-				}
-				return cmp.Compare(n(a), n(b))
-			})
+			attempts := chaintest.HookAttributes(spans, trace.SpanKindClient, len(tc.Want.Spans))
 			if got, want := fmt.Sprint(attempts), fmt.Sprint(tc.Want.Spans); got != want {
 				t.Errorf("client spans' attributes\n got %s\nwant %s", got, want)
 			}
@@ -303,13 +253,7 @@ func TestConformanceServer(t *testing.T) {
 			if got != want {
 				t.Errorf("Error-Claim %s, want %s", got, want)
 			}
-			// The server span ends once the handler has returned, which
-			// may be after the response reached the client.
-			server := spansOf(spans, trace.SpanKindServer)
-			for deadline := time.Now().Add(5 * time.Second); len(server) == 0 && time.Now().Before(deadline); {
-				time.Sleep(time.Millisecond)
-				server = spansOf(spans, trace.SpanKindServer)
-			}
+			server := chaintest.HookAttributes(spans, trace.SpanKindServer, 1)
 			if len(server) != 1 || fmt.Sprint(server[0]) != fmt.Sprint(tc.Want.Span) {
 				t.Errorf("server span's attributes %v, want %v", server, tc.Want.Span)
 			}

@@ -231,27 +231,61 @@ func Check(t *testing.T, tc Case, attemptKey string, a, b, c Observed) {
 // the order they started, waiting briefly for n of them: a server span ends
 // just after its response is written.
 func SpanAttrs(spans *tracetest.SpanRecorder, kind trace.SpanKind, key string, n int) []string {
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		var out []string
-		// In the order they started, which is the attempts' order: an
-		// attempt's span ends when its body is closed, which may come
-		// after the next attempt's began.
-		ended := spans.Ended()
-		slices.SortStableFunc(ended, func(a, b sdktrace.ReadOnlySpan) int { return a.StartTime().Compare(b.StartTime()) })
-		for _, sp := range ended {
-			if sp.SpanKind() != kind {
+	var out []string
+	for _, sp := range endedSpans(spans, kind, n) {
+		v := ""
+		for _, kv := range sp.Attributes() {
+			if kv.Key == attribute.Key(key) {
+				v = kv.Value.String()
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// hookAttrs are the attributes the hooks set.
+var hookAttrs = []attribute.Key{ownership.AttrRetryAttempt, ownership.AttrHTTPResendCount, ownership.AttrClaimReceived,
+	ownership.AttrRetryDecision, ownership.AttrClaim, ownership.AttrClaimReason}
+
+// HookAttributes returns the attributes the hooks set on each of the
+// recorder's ended spans of kind, as the conformance vectors state them
+// (JSON's numbers and strings), in the order the spans started, waiting
+// briefly for n of them.
+func HookAttributes(spans *tracetest.SpanRecorder, kind trace.SpanKind, n int) []map[string]any {
+	var out []map[string]any
+	for _, sp := range endedSpans(spans, kind, n) {
+		m := map[string]any{}
+		for _, kv := range sp.Attributes() {
+			if !slices.Contains(hookAttrs, kv.Key) {
 				continue
 			}
-			v := ""
-			for _, kv := range sp.Attributes() {
-				if kv.Key == attribute.Key(key) {
-					v = kv.Value.String()
-				}
+			if kv.Value.Type() == attribute.INT64 {
+				m[string(kv.Key)] = float64(kv.Value.AsInt64())
+			} else {
+				m[string(kv.Key)] = kv.Value.AsString()
 			}
-			out = append(out, v)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// endedSpans returns the recorder's ended spans of kind in the order they
+// started, which is the attempts' order (an attempt's span ends when its
+// body is closed, which may come after the next attempt's began), waiting
+// up to 5 s for n of them.
+func endedSpans(spans *tracetest.SpanRecorder, kind trace.SpanKind, n int) []sdktrace.ReadOnlySpan {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var out []sdktrace.ReadOnlySpan
+		for _, sp := range spans.Ended() {
+			if sp.SpanKind() == kind {
+				out = append(out, sp)
+			}
 		}
 		if len(out) >= n || time.Now().After(deadline) {
+			slices.SortStableFunc(out, func(a, b sdktrace.ReadOnlySpan) int { return a.StartTime().Compare(b.StartTime()) })
 			return out
 		}
 		time.Sleep(5 * time.Millisecond)
