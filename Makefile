@@ -37,7 +37,7 @@ test: check-modules test-hooks
 	cd bench && $(GO) test -count=1 ./...
 
 ## hooks-deps: what the Java, Node.js and Python hooks build and test with (Maven, npm, pip), and what the polyglot chain's services run with (internal/e2e/polyglot/README.md): the hooks of each language, a Python venv, the Node.js packages, the Java classpath and the OpenTelemetry Java agent. Each is redone when what it is made from changes.
-HOOKS_DEPS := hooks-java/target/.deps hooks-node/node_modules/.deps hooks-python/.venv/.deps \
+HOOKS_DEPS := hooks-java/target/.deps hooks-node/build/.deps hooks-python/.venv/.deps \
 	internal/e2e/polyglot/python/.venv/.deps internal/e2e/polyglot/node/node_modules/.deps internal/e2e/polyglot/java/target/.deps
 hooks-deps: $(HOOKS_DEPS)
 
@@ -48,13 +48,17 @@ hooks-java/target/.deps: hooks-java/pom.xml $(shell find hooks-java/src/main -ty
 hooks-node/node_modules/.deps: hooks-node/package-lock.json
 	cd hooks-node && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
+# The compiled package, which the chain's Node.js service loads.
+hooks-node/build/.deps: hooks-node/node_modules/.deps hooks-node/tsconfig.json $(shell find hooks-node/src -type f 2>/dev/null)
+	cd hooks-node && npm run --silent compile
+	touch $@
 hooks-python/.venv/.deps: hooks-python/pyproject.toml
 	cd hooks-python && python3 -m venv .venv && .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
 	touch $@
 internal/e2e/polyglot/python/.venv/.deps: internal/e2e/polyglot/python/requirements.txt hooks-python/pyproject.toml
 	cd internal/e2e/polyglot/python && python3 -m venv .venv && .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
 	touch $@
-internal/e2e/polyglot/node/node_modules/.deps: internal/e2e/polyglot/node/package-lock.json hooks-node/node_modules/.deps
+internal/e2e/polyglot/node/node_modules/.deps: internal/e2e/polyglot/node/package-lock.json hooks-node/build/.deps
 	cd internal/e2e/polyglot/node && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 internal/e2e/polyglot/java/target/.deps: internal/e2e/polyglot/java/pom.xml $(shell find internal/e2e/polyglot/java/src -type f 2>/dev/null) hooks-java/target/.deps

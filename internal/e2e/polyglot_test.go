@@ -24,12 +24,11 @@ import (
 // polyglotDir holds the chain's services (polyglot/README.md).
 var polyglotDir = filepath.Join(repoRoot, "internal", "e2e", "polyglot")
 
-// polyglotMissing names what `make hooks-deps` installs that is not
-// there, "" when all is.
+// polyglotMissing names what `make hooks-deps` makes that is not there
+// (its stamps, each written once what it stands for is made), "" when all
+// is.
 func polyglotMissing() string {
-	for _, p := range []string{"python/.venv/bin/opentelemetry-instrument", "node/node_modules/@opentelemetry/auto-instrumentations-node",
-		"node/node_modules/@errorownership/hooks/build/src/index.js",
-		"java/target/opentelemetry-javaagent.jar", "java/target/classpath.txt", "java/target/.deps"} {
+	for _, p := range []string{"python/.venv/.deps", "node/node_modules/.deps", "java/target/.deps", "../../../hooks-node/build/.deps"} {
 		if _, err := os.Stat(filepath.Join(polyglotDir, p)); err != nil {
 			return p
 		}
@@ -104,7 +103,7 @@ func driveChain(t *testing.T, gateway string, n, conc, first int) {
 // knows it did.
 func TestPolyglotChain(t *testing.T) {
 	if p := polyglotMissing(); p != "" {
-		t.Fatalf("internal/e2e/polyglot/%s is missing: run `make hooks-deps` (the Python venv, the Node.js packages, the Java classpath and agent)", p)
+		t.Fatalf("internal/e2e/polyglot/%s is missing: run `make hooks-deps` (the hooks of each language, the Python venv, the Node.js packages, the Java classpath and agent)", p)
 	}
 	collectorBin := buildCollector(t)
 	gatewayBin := filepath.Join(t.TempDir(), "gateway")
