@@ -45,9 +45,7 @@ func startChainService(t *testing.T, name, otlp string, argv []string, env ...st
 		"OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
 		"OTEL_TRACES_EXPORTER=otlp",
 		"OTEL_METRICS_EXPORTER=none",
-		"OTEL_LOGS_EXPORTER=none",
-		// Node's cloud detectors ask metadata servers this machine has not.
-		"OTEL_NODE_RESOURCE_DETECTORS=env,host,os,process",
+		"OTEL_LOGS_EXPORTER=none", // the collector takes traces only
 	}, env...)...)
 }
 
