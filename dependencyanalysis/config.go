@@ -54,6 +54,9 @@ type ModelConfig struct {
 	// HalfLife is how fast old observations fade, so the model follows a
 	// change in behaviour. Zero keeps every observation at full weight.
 	HalfLife time.Duration `mapstructure:"half_life"`
+	// MaxEdges bounds the distinct edges the model tracks (default
+	// DefaultMaxEdges); past it the least recently seen are forgotten.
+	MaxEdges int `mapstructure:"max_edges"`
 }
 
 // AttributeNames lists span attributes to read, in priority order. Empty
@@ -81,6 +84,7 @@ func DefaultConfig() Config {
 			FailCloseThreshold: 0.8,
 			FailOpenThreshold:  0.2,
 			HalfLife:           10 * time.Minute,
+			MaxEdges:           DefaultMaxEdges,
 		},
 		Attributes: AttributeNames{
 			PeerService: []string{string(semconv.ServicePeerNameKey), "peer.service",
@@ -139,6 +143,9 @@ func (m ModelConfig) Check(key string) error {
 	}
 	if m.FailOpenThreshold >= m.FailCloseThreshold {
 		errs = append(errs, fmt.Errorf("%s: fail_open_threshold (%v) must be below fail_close_threshold (%v)", key, m.FailOpenThreshold, m.FailCloseThreshold))
+	}
+	if m.MaxEdges < 0 {
+		errs = append(errs, fmt.Errorf("%s.max_edges: %d must not be negative; leave it out for %d", key, m.MaxEdges, DefaultMaxEdges))
 	}
 	switch hl := m.HalfLife; {
 	case hl < 0:

@@ -1,11 +1,13 @@
 package dependencyanalysis
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
@@ -107,42 +109,67 @@ func (t ModeTable) Mode(k EdgeKey) ownership.Mode { return t[k] }
 // span times are bounded by it, so that a host whose clock runs ahead
 // cannot age every other host's evidence.
 //
-// The model is split into parts (WithParts), each with a lock of its own:
-// goroutines that learn each learn into their own part (ObserveIn), so
-// that they never wait for one another, and readers sum an edge's counts
-// over the parts.
+// The model is split into stripes by edge, each with a lock of its own:
+// an edge lives in one stripe only, so that its memory is paid once
+// however many goroutines learn it, and goroutines that learn at once
+// rarely wait for one another. A stripe keeps its edges' state in chunks
+// of a slab without pointers, found through a map of indexes, so that a
+// million edges cost the garbage collector nothing to scan and growing
+// copies no state.
 //
 // Decay costs one exponential per request, not per edge and observation:
 // counts are kept scaled by 2^((t−epoch)/half-life) at the time t of each
-// observation and scaled back when read; a part's epoch moves forward
+// observation and scaled back when read; a stripe's epoch moves forward
 // (rescaling its edges once) long before the scale could overflow.
 type EdgeModel struct {
-	cfg     ModelConfig
-	z       float64
-	now     func() time.Time
-	parts   []modelPart
-	maxPart int           // edges a part tracks at most
-	newest  atomic.Uint64 // the newest span time observed, a pcommon.Timestamp
+	cfg      ModelConfig
+	z        float64
+	now      func() time.Time
+	stripes  []modelStripe
+	maxEdges int64         // distinct edges tracked at most, over the stripes
+	edges    atomic.Int64  // distinct edges tracked now
+	epoch    atomic.Uint64 // the first observation's time: every stripe's first epoch
+	newest   atomic.Uint64 // the newest span time observed, a pcommon.Timestamp
 }
 
-// modelPart is one part of the model, learned into by one goroutine at a
-// time.
-type modelPart struct {
-	mu      sync.RWMutex
-	edges   map[EdgeKey]*edgeState
-	cache   [1024]modelSlot // in front of edges, as in Stats; under mu
-	epoch   pcommon.Timestamp
+// modelStripe is one stripe of the model: the edges whose key hashes to it.
+type modelStripe struct {
+	mu     sync.RWMutex
+	index  map[EdgeKey]uint32 // into chunks: chunk<<chunkBits | offset
+	chunks [][]edgeState
+	free   []uint32        // slots of forgotten edges, reused first
+	cache  [256]stripeSlot // in front of index; under mu
+	epoch  pcommon.Timestamp
+	// evicted counts edges the bound made the stripe forget.
 	evicted uint64
+	_       [64]byte // keeps stripes' locks off each other's cache lines
+}
+
+// chunkBits sizes a stripe's chunks: 4,096 edges, 352 KiB.
+const chunkBits = 12
+
+// stripeSlot caches one edge's slot; key zero is empty, as no edge has
+// every symbol NoSymbol.
+type stripeSlot struct {
+	k    EdgeKey
+	slot uint32
 }
 
 // edgeState is one edge's scaled counts, when it was last observed, and
-// the latest addresses its caller used to reach the peer.
+// the latest addresses its caller used to reach the peer. It holds no
+// pointers; a forgotten edge's state has a zero key.
 type edgeState struct {
+	key       EdgeKey
 	counts    EdgeCounts
 	last      pcommon.Timestamp
 	addresses [maxAddresses]Symbol
 	nextAddr  uint8
 }
+
+// EdgeStateBytes is what the model stores per edge beyond its index: the
+// state in its slab. The index (a map from EdgeKey to a 4-byte slot) adds
+// about 30 bytes more on average.
+const EdgeStateBytes = int(unsafe.Sizeof(edgeState{}))
 
 // maxAddresses bounds the addresses an edge remembers (a service behind a
 // few load balancers or DNS names); the oldest makes way for a new one.
@@ -173,6 +200,11 @@ func (e *edgeState) addressList() []Symbol {
 // before the epoch moves: 2^500 is far from float64's 2^1023.
 const rebaseAfter = 500
 
+// DefaultMaxEdges is how many distinct edges a model tracks unless
+// configured otherwise (ModelConfig.MaxEdges): a fleet of thousands of
+// services, in about 130 MiB.
+const DefaultMaxEdges = 1_000_000
+
 // A ModelOption configures an EdgeModel.
 type ModelOption func(*EdgeModel)
 
@@ -180,42 +212,47 @@ type ModelOption func(*EdgeModel)
 // observation dated after now counts as made now.
 func WithClock(now func() time.Time) ModelOption { return func(m *EdgeModel) { m.now = now } }
 
-// WithMaxEdges bounds the edges the model tracks (default 100,000), split
-// evenly over its parts. When a new edge would pass a part's share, the
-// eighth of the part's edges seen least recently are forgotten, so that
-// the model keeps learning.
+// WithMaxEdges bounds the distinct edges the model tracks, overriding
+// ModelConfig.MaxEdges. When a new edge would pass the bound, the eighth of
+// its stripe's edges seen least recently are forgotten, so that the model
+// keeps learning.
 func WithMaxEdges(n int) ModelOption {
 	return func(m *EdgeModel) {
 		if n > 0 {
-			m.maxPart = n
+			m.maxEdges = int64(n)
 		}
 	}
 }
 
-// WithParts splits the model into n parts (default 1), one for each
-// goroutine that learns (ObserveIn).
-func WithParts(n int) ModelOption {
-	return func(m *EdgeModel) {
-		if n > 0 {
-			m.parts = make([]modelPart, n)
-		}
-	}
-}
+// WithParts once split the model into a part per learning goroutine.
+//
+// Deprecated: the model is split by edge and safe for any number of
+// goroutines learning at once (Observe); the option does nothing. It goes
+// in v0.3.0.
+func WithParts(int) ModelOption { return func(*EdgeModel) {} }
+
+// maxStripes is how many stripes a large model has: enough that the
+// workers of a large host seldom meet on one lock. A model has a stripe
+// per minStripeEdges edges of its bound, at least one, so that a stripe's
+// least recent edges, which a full model forgets, are about the model's.
+const (
+	maxStripes     = 64
+	minStripeEdges = 4096
+)
 
 // NewEdgeModel returns an empty model; cfg must be valid (Config.Validate).
 func NewEdgeModel(cfg ModelConfig, opts ...ModelOption) *EdgeModel {
 	m := &EdgeModel{
-		cfg:     cfg,
-		z:       cfg.z(),
-		maxPart: 100_000,
-		parts:   make([]modelPart, 1),
+		cfg:      cfg,
+		z:        cfg.z(),
+		maxEdges: int64(cmp.Or(cfg.MaxEdges, DefaultMaxEdges)),
 	}
 	for _, o := range opts {
 		o(m)
 	}
-	m.maxPart = max(1, (m.maxPart+len(m.parts)-1)/len(m.parts))
-	for i := range m.parts {
-		m.parts[i].edges = make(map[EdgeKey]*edgeState)
+	m.stripes = make([]modelStripe, min(maxStripes, max(1, m.maxEdges/minStripeEdges)))
+	for i := range m.stripes {
+		m.stripes[i].index = make(map[EdgeKey]uint32)
 	}
 	return m
 }
@@ -223,48 +260,64 @@ func NewEdgeModel(cfg ModelConfig, opts ...ModelOption) *EdgeModel {
 // Config returns the model's configuration.
 func (m *EdgeModel) Config() ModelConfig { return m.cfg }
 
-// halfLives is how many half-lives from the part's epoch to t (negative
-// before it).
-func (m *EdgeModel) halfLives(p *modelPart, t pcommon.Timestamp) float64 {
-	return (float64(t) - float64(p.epoch)) / float64(m.cfg.HalfLife)
+// MaxEdges reports the bound on the distinct edges the model tracks.
+func (m *EdgeModel) MaxEdges() int { return int(m.maxEdges) }
+
+// hash spreads an edge key over stripes and caches.
+func (k EdgeKey) hash() uint32 {
+	h := uint32(k.Service)*0x9E3779B1 ^ uint32(k.Operation)*0x85EBCA77 ^
+		uint32(k.PeerService)*0xC2B2AE3D ^ uint32(k.PeerOperation)*0x27D4EB2F
+	h ^= h >> 15
+	h *= 0x2C1B3C6D
+	return h ^ h>>12
 }
 
-// weight is the scaled weight in part p of an observation at t. Call with
-// p.mu held.
-func (m *EdgeModel) weight(p *modelPart, t pcommon.Timestamp) float64 {
+// stripe returns the stripe of the edge whose hash is h: its top bits, so
+// that the cache's index (its low bits) varies within a stripe.
+func (m *EdgeModel) stripe(h uint32) *modelStripe {
+	return &m.stripes[(h>>24)%uint32(len(m.stripes))]
+}
+
+// halfLives is how many half-lives from the epoch to t (negative before
+// it).
+func (m *EdgeModel) halfLives(epoch, t pcommon.Timestamp) float64 {
+	return (float64(t) - float64(epoch)) / float64(m.cfg.HalfLife)
+}
+
+// weight is the scaled weight, against epoch, of an observation at t.
+func (m *EdgeModel) weight(epoch, t pcommon.Timestamp) float64 {
 	if m.cfg.HalfLife <= 0 {
 		return 1
 	}
-	if p.epoch == 0 {
-		p.epoch = t
-	}
-	if h := m.halfLives(p, t); h > rebaseAfter {
-		shift := math.Exp2(-h)
-		for _, e := range p.edges {
-			e.counts.scale(shift)
-		}
-		p.epoch = t
-	}
-	return math.Exp2(m.halfLives(p, t))
+	return math.Exp2(m.halfLives(epoch, t))
 }
 
-// unscale turns part p's stored counts into counts weighted by age at the
-// newest span. Call with p.mu held.
-func (m *EdgeModel) unscale(p *modelPart, c EdgeCounts) EdgeCounts {
+// moveEpoch moves stripe s's epoch forward to epoch, rescaling its edges.
+// Call with s.mu held.
+func (m *EdgeModel) moveEpoch(s *modelStripe, epoch pcommon.Timestamp) {
+	if s.epoch != 0 {
+		shift := math.Exp2(-m.halfLives(s.epoch, epoch))
+		for _, chunk := range s.chunks {
+			for i := range chunk {
+				chunk[i].counts.scale(shift)
+			}
+		}
+	}
+	s.epoch = epoch
+}
+
+// unscale turns counts stored against epoch into counts weighted by age at
+// the newest span.
+func (m *EdgeModel) unscale(epoch pcommon.Timestamp, c EdgeCounts) EdgeCounts {
 	if m.cfg.HalfLife > 0 {
-		c.scale(math.Exp2(-m.halfLives(p, pcommon.Timestamp(m.newest.Load()))))
+		c.scale(math.Exp2(-m.halfLives(epoch, pcommon.Timestamp(m.newest.Load()))))
 	}
 	return c
 }
 
-// Observe learns from every logical call of a linked trace, into the
-// first part.
-func (m *EdgeModel) Observe(t *Trace) { m.ObserveIn(0, t) }
-
-// ObserveIn learns from every logical call of a linked trace into part
-// part (modulo the number of parts): a goroutine that always learns into
-// its own part never waits for another that learns.
-func (m *EdgeModel) ObserveIn(part int, t *Trace) {
+// Observe learns from every logical call of a linked trace. Any number of
+// goroutines may observe at once.
+func (m *EdgeModel) Observe(t *Trace) {
 	if len(t.Calls) == 0 {
 		return
 	}
@@ -272,9 +325,6 @@ func (m *EdgeModel) ObserveIn(part int, t *Trace) {
 	if m.now != nil {
 		bound = pcommon.NewTimestampFromTime(m.now())
 	}
-	p := &m.parts[part%len(m.parts)]
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	newest := pcommon.Timestamp(0)
 	for ri := range t.Requests {
 		r := &t.Requests[ri]
@@ -283,16 +333,30 @@ func (m *EdgeModel) ObserveIn(part int, t *Trace) {
 		}
 		req := &t.Spans[r.Span]
 		at := min(req.End(), bound)
-		w := m.weight(p, at)
 		newest = max(newest, at)
+		epoch := m.epochFor(at)
+		w := m.weight(epoch, at)
 		calls := t.RequestCalls(r)
 		failed := failedCalls(calls)
 		for ci := range calls {
 			c := &calls[ci]
-			e := m.observe(p, EdgeKey{req.Service, req.Operation, c.PeerService, c.PeerOperation}, c.Failed, failed == 1, req.Failed(), w, at)
+			k := EdgeKey{req.Service, req.Operation, c.PeerService, c.PeerOperation}
+			h := k.hash()
+			s := m.stripe(h)
+			s.mu.Lock()
+			cw := w
+			switch {
+			case m.cfg.HalfLife <= 0 || s.epoch == epoch:
+			case s.epoch < epoch:
+				m.moveEpoch(s, epoch)
+			default: // this request read the epoch before another moved it
+				cw = m.weight(s.epoch, at)
+			}
+			e := m.observe(s, h, k, c.Failed, failed == 1, req.Failed(), cw, at)
 			if c.PeerAddress != NoSymbol && c.PeerAddress != c.PeerService {
 				e.remember(c.PeerAddress)
 			}
+			s.mu.Unlock()
 		}
 	}
 	for {
@@ -303,24 +367,47 @@ func (m *EdgeModel) ObserveIn(part int, t *Trace) {
 	}
 }
 
-type modelSlot struct {
-	k EdgeKey
-	e *edgeState
+// epochFor returns the epoch an observation at at is weighed against: the
+// first observation's time, moved forward to at once at is more than
+// rebaseAfter half-lives past it, long before a weight could overflow.
+// Stripes follow it as they are next observed (moveEpoch).
+func (m *EdgeModel) epochFor(at pcommon.Timestamp) pcommon.Timestamp {
+	for {
+		e := m.epoch.Load()
+		if e != 0 && (m.cfg.HalfLife <= 0 || m.halfLives(pcommon.Timestamp(e), at) <= rebaseAfter) {
+			return pcommon.Timestamp(e)
+		}
+		if m.epoch.CompareAndSwap(e, uint64(at)) {
+			return at
+		}
+	}
 }
 
-func (m *EdgeModel) observe(p *modelPart, k EdgeKey, callFailed, alone, reqFailed bool, w float64, at pcommon.Timestamp) *edgeState {
-	slot := &p.cache[(mix(k.Service, k.Operation)^mix(k.PeerService, k.PeerOperation)*31)%uint32(len(p.cache))]
-	e := slot.e
-	if e == nil || slot.k != k {
-		var ok bool
-		if e, ok = p.edges[k]; !ok {
-			if len(p.edges) >= m.maxPart {
-				p.evictLeastRecent()
-			}
-			e = new(edgeState)
-			p.edges[k] = e
+// ObserveIn learns from a linked trace.
+//
+// Deprecated: use Observe, which any number of goroutines may call at
+// once; part is ignored. It goes in v0.3.0.
+func (m *EdgeModel) ObserveIn(_ int, t *Trace) { m.Observe(t) }
+
+// state returns the edge in slot.
+func (s *modelStripe) state(slot uint32) *edgeState {
+	return &s.chunks[slot>>chunkBits][slot&(1<<chunkBits-1)]
+}
+
+// observe counts one call of edge k, whose hash is h, in stripe s, adding
+// the edge if it is new. Call with s.mu held.
+func (m *EdgeModel) observe(s *modelStripe, h uint32, k EdgeKey, callFailed, alone, reqFailed bool, w float64, at pcommon.Timestamp) *edgeState {
+	cs := &s.cache[h%uint32(len(s.cache))]
+	var e *edgeState
+	if cs.k == k {
+		e = s.state(cs.slot)
+	} else {
+		slot, ok := s.index[k]
+		if !ok {
+			slot = m.add(s, k)
 		}
-		*slot = modelSlot{k, e}
+		*cs = stripeSlot{k, slot}
+		e = s.state(slot)
 	}
 	e.last = max(e.last, at)
 	c := &e.counts
@@ -340,27 +427,82 @@ func (m *EdgeModel) observe(p *modelPart, k EdgeKey, callFailed, alone, reqFaile
 	return e
 }
 
-// evictLeastRecent forgets the eighth of the part's edges observed least
-// recently. Call with mu held.
-func (p *modelPart) evictLeastRecent() {
-	lasts := make([]pcommon.Timestamp, 0, len(p.edges))
-	for _, e := range p.edges {
-		lasts = append(lasts, e.last)
+// add gives new edge k a slot in stripe s, first forgetting the least
+// recent of the stripe's edges if the model is full. Call with s.mu held.
+func (m *EdgeModel) add(s *modelStripe, k EdgeKey) uint32 {
+	if m.edges.Load() >= m.maxEdges && len(s.index) > 0 {
+		m.edges.Add(-int64(s.evictLeastRecent()))
 	}
+	var slot uint32
+	if n := len(s.free); n > 0 {
+		slot = s.free[n-1]
+		s.free = s.free[:n-1]
+	} else {
+		last := len(s.chunks) - 1
+		if last < 0 || len(s.chunks[last]) == cap(s.chunks[last]) {
+			s.chunks = append(s.chunks, make([]edgeState, 0, 1<<chunkBits))
+			last++
+		}
+		slot = uint32(last<<chunkBits | len(s.chunks[last]))
+		s.chunks[last] = s.chunks[last][:len(s.chunks[last])+1]
+	}
+	*s.state(slot) = edgeState{key: k}
+	s.index[k] = slot
+	m.edges.Add(1)
+	return slot
+}
+
+// evictLeastRecent forgets about the eighth of the stripe's edges observed
+// least recently, and reports how many it forgot. The cutoff comes from a
+// sample of the edges, so that forgetting costs a scan, not a sort. Call
+// with mu held.
+func (s *modelStripe) evictLeastRecent() int {
+	const sample = 256
+	lasts := make([]pcommon.Timestamp, 0, sample)
+	step := max(1, len(s.index)/sample)
+	i := 0
+	s.each(func(_ uint32, e *edgeState) bool {
+		if i%step == 0 && len(lasts) < sample {
+			lasts = append(lasts, e.last)
+		}
+		i++
+		return true
+	})
 	slices.Sort(lasts)
-	n := max(len(lasts)/8, 1)
-	cutoff := lasts[n-1]
-	for k, e := range p.edges {
-		if n == 0 {
-			break
-		}
+	cutoff := lasts[max(len(lasts)/8, 1)-1]
+	want := max(len(s.index)/8, 1)
+	n := 0
+	s.each(func(slot uint32, e *edgeState) bool {
 		if e.last <= cutoff {
-			delete(p.edges, k)
-			n--
-			p.evicted++
+			s.forget(slot, e)
+			n++
+		}
+		return n < want
+	})
+	s.evicted += uint64(n)
+	return n
+}
+
+// each calls fn for every edge of the stripe, in slot order, until fn
+// returns false.
+func (s *modelStripe) each(fn func(slot uint32, e *edgeState) bool) {
+	for c, chunk := range s.chunks {
+		for i := range chunk {
+			if e := &chunk[i]; e.key != (EdgeKey{}) {
+				if !fn(uint32(c<<chunkBits|i), e) {
+					return
+				}
+			}
 		}
 	}
-	clear(p.cache[:])
+}
+
+// forget drops the edge in slot. Call with mu held.
+func (s *modelStripe) forget(slot uint32, e *edgeState) {
+	delete(s.index, e.key)
+	*e = edgeState{}
+	s.free = append(s.free, slot)
+	clear(s.cache[:])
 }
 
 // Forget drops the edges not observed since before, such as those whose
@@ -368,33 +510,30 @@ func (p *modelPart) evictLeastRecent() {
 func (m *EdgeModel) Forget(before time.Time) int {
 	t := pcommon.NewTimestampFromTime(before)
 	n := 0
-	for i := range m.parts {
-		p := &m.parts[i]
-		p.mu.Lock()
-		dropped := 0
-		for k, e := range p.edges {
+	for i := range m.stripes {
+		s := &m.stripes[i]
+		s.mu.Lock()
+		s.each(func(slot uint32, e *edgeState) bool {
 			if e.last < t {
-				delete(p.edges, k)
-				dropped++
+				s.forget(slot, e)
+				n++
 			}
-		}
-		if dropped > 0 {
-			clear(p.cache[:])
-		}
-		p.mu.Unlock()
-		n += dropped
+			return true
+		})
+		s.mu.Unlock()
 	}
+	m.edges.Add(-int64(n))
 	return n
 }
 
 // Evicted reports how many edges the bound made the model forget.
 func (m *EdgeModel) Evicted() uint64 {
 	var n uint64
-	for i := range m.parts {
-		p := &m.parts[i]
-		p.mu.RLock()
-		n += p.evicted
-		p.mu.RUnlock()
+	for i := range m.stripes {
+		s := &m.stripes[i]
+		s.mu.RLock()
+		n += s.evicted
+		s.mu.RUnlock()
 	}
 	return n
 }
@@ -404,18 +543,16 @@ func (m *EdgeModel) Mode(k EdgeKey) ownership.Mode {
 	return m.Estimate(k).Mode
 }
 
-// Estimate returns the edge's counts, summed over the parts and weighted
-// by age at the newest span seen, and its mode.
+// Estimate returns the edge's counts, weighted by age at the newest span
+// seen, and its mode.
 func (m *EdgeModel) Estimate(k EdgeKey) Estimate {
 	var c EdgeCounts
-	for i := range m.parts {
-		p := &m.parts[i]
-		p.mu.RLock()
-		if e, ok := p.edges[k]; ok {
-			c.add(m.unscale(p, e.counts))
-		}
-		p.mu.RUnlock()
+	s := m.stripe(k.hash())
+	s.mu.RLock()
+	if slot, ok := s.index[k]; ok {
+		c = m.unscale(s.epoch, s.state(slot).counts)
 	}
+	s.mu.RUnlock()
 	return m.Judge(c)
 }
 
@@ -456,62 +593,46 @@ func (c ModelConfig) judge(counts EdgeCounts, z float64) Estimate {
 
 // Edges calls fn for every edge with its estimate and the addresses its
 // caller used to reach the peer (when named otherwise), in no particular
-// order. A part's lock is held only while its edges are copied.
+// order. A stripe's lock is held only while its edges are copied.
 func (m *EdgeModel) Edges(fn func(k EdgeKey, est Estimate, addresses []Symbol)) {
 	type edge struct {
+		k EdgeKey
 		c EdgeCounts
 		a []Symbol
 	}
-	all := make(map[EdgeKey]*edge)
-	for i := range m.parts {
-		p := &m.parts[i]
-		p.mu.RLock()
-		for k, e := range p.edges {
-			x := all[k]
-			if x == nil {
-				x = &edge{}
-				all[k] = x
-			}
-			x.c.add(m.unscale(p, e.counts))
-			for _, a := range e.addressList() {
-				if !slices.Contains(x.a, a) {
-					x.a = append(x.a, a)
-				}
-			}
+	var edges []edge
+	for i := range m.stripes {
+		s := &m.stripes[i]
+		s.mu.RLock()
+		edges = slices.Grow(edges[:0], len(s.index))
+		s.each(func(_ uint32, e *edgeState) bool {
+			edges = append(edges, edge{e.key, m.unscale(s.epoch, e.counts), e.addressList()})
+			return true
+		})
+		s.mu.RUnlock()
+		for _, e := range edges {
+			fn(e.k, m.Judge(e.c), e.a)
 		}
-		p.mu.RUnlock()
-	}
-	for k, x := range all {
-		fn(k, m.Judge(x.c), x.a)
 	}
 }
 
 // Len reports how many edges the model tracks.
-func (m *EdgeModel) Len() int {
-	if len(m.parts) == 1 {
-		p := &m.parts[0]
-		p.mu.RLock()
-		defer p.mu.RUnlock()
-		return len(p.edges)
-	}
-	n := 0
-	m.Edges(func(EdgeKey, Estimate, []Symbol) { n++ })
-	return n
-}
+func (m *EdgeModel) Len() int { return int(m.edges.Load()) }
 
 // Symbols calls keep for every symbol the model holds, so that a sweep of
 // the symbol table (Symbols.Sweep) keeps them.
 func (m *EdgeModel) Symbols(keep func(Symbol)) {
-	for i := range m.parts {
-		p := &m.parts[i]
-		p.mu.RLock()
-		for k, e := range p.edges {
-			k.symbols(keep)
+	for i := range m.stripes {
+		s := &m.stripes[i]
+		s.mu.RLock()
+		s.each(func(_ uint32, e *edgeState) bool {
+			e.key.symbols(keep)
 			for _, a := range e.addresses {
 				keep(a)
 			}
-		}
-		p.mu.RUnlock()
+			return true
+		})
+		s.mu.RUnlock()
 	}
 }
 

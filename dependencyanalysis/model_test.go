@@ -3,12 +3,14 @@ package dependencyanalysis
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/errorownership/errorownership/ownership"
 )
@@ -197,15 +199,15 @@ func TestMinSamplesCountsRequests(t *testing.T) {
 	assert.Equal(t, ownership.ModeFailOpen, est.Mode)
 }
 
-// TestEdgeModelPartsSumToTheWhole: traces learned into several parts, by
-// goroutines at once, give the estimates one part learning them all gives,
-// with decay and without.
-func TestEdgeModelPartsSumToTheWhole(t *testing.T) {
+// TestEdgeModelLearnsFromGoroutinesAtOnce: traces learned by several
+// goroutines at once give the estimates one goroutine learning them all
+// gives, with decay and without.
+func TestEdgeModelLearnsFromGoroutinesAtOnce(t *testing.T) {
 	for _, halfLife := range []time.Duration{0, time.Minute} {
 		t.Run(fmt.Sprint("half-life ", halfLife), func(t *testing.T) {
 			cfg := DefaultConfig().EdgeModel
 			cfg.HalfLife = halfLife
-			whole, parted := NewEdgeModel(cfg), NewEdgeModel(cfg, WithParts(3))
+			whole, parted := NewEdgeModel(cfg), NewEdgeModel(cfg)
 			type obs struct {
 				callFailed, reqFailed bool
 				at                    time.Duration
@@ -224,7 +226,7 @@ func TestEdgeModelPartsSumToTheWhole(t *testing.T) {
 					for i := part; i < len(all); i += 3 {
 						o := all[i]
 						ms := int(o.at / time.Millisecond)
-						parted.ObserveIn(part, a.Link(testTrace, records(
+						parted.Observe(a.Link(testTrace, records(
 							sp{id: 1, kind: KindServer, svc: "a", op: "GET /a", start: ms, end: ms + 1, failed: o.reqFailed},
 							sp{id: 2, parent: 1, kind: KindClient, svc: "a", op: "GET /b", peer: "b", start: ms, end: ms, failed: o.callFailed},
 						)))
@@ -248,4 +250,45 @@ func TestEdgeModelPartsSumToTheWhole(t *testing.T) {
 			assert.Equal(t, 1, edges, "one edge, however many parts learned it")
 		})
 	}
+}
+
+// fillEdges has m observe n distinct edges once each, spread over 5,000
+// services as a fleet's are.
+func fillEdges(m *EdgeModel, n int, at pcommon.Timestamp) {
+	for i := range n {
+		k := EdgeKey{Symbol(i%5000 + 1), Symbol(i/5000 + 1), Symbol((i*7)%5000 + 1), Symbol(i%97 + 1)}
+		h := k.hash()
+		s := m.stripe(h)
+		s.mu.Lock()
+		m.observe(s, h, k, i%50 == 0, true, i%100 == 0, 1, at+pcommon.Timestamp(i))
+		s.mu.Unlock()
+	}
+}
+
+// TestEdgeModelMemoryPerEdge: the default bound, a million edges, fits in
+// 256 MiB, and a full model stays within its bound.
+func TestEdgeModelMemoryPerEdge(t *testing.T) {
+	const n = 250_000
+	heap := func() uint64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	m := NewEdgeModel(DefaultConfig().EdgeModel)
+	fillEdges(m, n, 1)
+	perEdge := float64(heap()-before) / n
+	runtime.KeepAlive(m)
+	require.Equal(t, n, m.Len())
+	t.Logf("%.0f B per edge with %d edges (%d B of state each); %d edges would take %.0f MiB",
+		perEdge, n, EdgeStateBytes, DefaultMaxEdges, perEdge*DefaultMaxEdges/(1<<20))
+	assert.LessOrEqual(t, perEdge*DefaultMaxEdges, float64(256<<20), "the default bound's edges fit in 256 MiB")
+
+	small := NewEdgeModel(DefaultConfig().EdgeModel, WithMaxEdges(10_000))
+	fillEdges(small, 50_000, 1)
+	assert.LessOrEqual(t, small.Len(), 10_000)
+	assert.Greater(t, small.Len(), 8_000, "a full model forgets an eighth at a time")
+	assert.Equal(t, uint64(50_000-small.Len()), small.Evicted())
 }

@@ -28,9 +28,8 @@ import (
 // same evidence as every other.
 type Model interface {
 	// Observe learns from a linked trace, if this model learns from
-	// traces; worker is the analysing worker's index, so that workers
-	// learn into parts of their own (dependencyanalysis.WithParts).
-	Observe(worker int, tr *dependencyanalysis.Trace)
+	// traces; the processor's workers call it at once.
+	Observe(tr *dependencyanalysis.Trace)
 	// Modes tells the verdicts each edge's mode.
 	Modes() dependencyanalysis.Modes
 	// View returns the model as the hints serve it.
@@ -104,8 +103,8 @@ func NewOwn(model *dependencyanalysis.EdgeModel, names *dependencyanalysis.Symbo
 // EdgeModel returns the model that learns.
 func (m *Own) EdgeModel() *dependencyanalysis.EdgeModel { return m.model }
 
-// Observe lets the model learn from tr, in the worker's part.
-func (m *Own) Observe(worker int, tr *dependencyanalysis.Trace) { m.model.ObserveIn(worker, tr) }
+// Observe lets the model learn from tr.
+func (m *Own) Observe(tr *dependencyanalysis.Trace) { m.model.Observe(tr) }
 
 // Modes returns the model itself: verdicts read it live.
 func (m *Own) Modes() dependencyanalysis.Modes { return m.model }
@@ -224,7 +223,7 @@ func NewStore(st *store.Store, cfg dependencyanalysis.ModelConfig, names *depend
 func (m *Store) OnRead(f func(error)) { m.onRead = f }
 
 // Observe does nothing: the flushes teach this model, through the store.
-func (m *Store) Observe(int, *dependencyanalysis.Trace) {}
+func (m *Store) Observe(*dependencyanalysis.Trace) {}
 
 // Modes returns the edges with a mode in the model last read.
 func (m *Store) Modes() dependencyanalysis.Modes {
@@ -344,6 +343,7 @@ func (m *Store) read(ctx context.Context) error {
 	if m.failing.Swap(false) {
 		m.logger.Info("Reading the edge model from the store again")
 	}
+	est = mostRecent(est, cmp.Or(m.cfg.MaxEdges, dependencyanalysis.DefaultMaxEdges))
 	v := newView(now)
 	for i := range est {
 		e := &est[i]
@@ -355,6 +355,17 @@ func (m *Store) read(ctx context.Context) error {
 	v.sort()
 	m.current.Store(v)
 	return nil
+}
+
+// mostRecent keeps the max edges seen most recently, as a model that
+// learns keeps them (edge_model.max_edges), so that the merged model of a
+// large fleet takes no more memory than a replica's own would.
+func mostRecent(est []store.EdgeEstimate, max int) []store.EdgeEstimate {
+	if len(est) <= max {
+		return est
+	}
+	slices.SortFunc(est, func(a, b store.EdgeEstimate) int { return b.LastSeen.Compare(a.LastSeen) })
+	return slices.Clip(est[:max])
 }
 
 // publishModes makes the edges with a mode the table verdicts read (absent

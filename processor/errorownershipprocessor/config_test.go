@@ -37,6 +37,7 @@ func TestLoadConfig(t *testing.T) {
 		FailCloseThreshold: 0.9,
 		FailOpenThreshold:  0.1,
 		HalfLife:           5 * time.Minute,
+		MaxEdges:           250_000,
 	}
 	custom.Attributes = dependencyanalysis.AttributeNames{
 		PeerService:  []string{"service.peer.name", "peer.service"},

@@ -186,9 +186,8 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 	}
 	p.set = set.TelemetrySettings
 	p.cfg, p.id = cfg, set.ID
-	p.edges = edges.NewOwn(dependencyanalysis.NewEdgeModel(engine.EdgeModel, dependencyanalysis.WithClock(time.Now),
-		dependencyanalysis.WithParts(len(p.buffer.Shards()))),
-		p.symbols, &p.symbolsInUse)
+	own := dependencyanalysis.NewEdgeModel(engine.EdgeModel, dependencyanalysis.WithClock(time.Now))
+	p.edges = edges.NewOwn(own, p.symbols, &p.symbolsInUse)
 	p.scratch.New = func() any {
 		return &scratch{ex: dependencyanalysis.NewExtractor(engine, p.symbols)}
 	}
@@ -227,6 +226,18 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 			o.Observe(int64(spans))
 			return nil
 		})
+	}
+	if err == nil && !cfg.Store.HasValue() { // with a store, start replaces the own model by the merged one
+		err = tb.RegisterProcessorErrorownershipEdgesCallback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(int64(own.Len()))
+			return nil
+		})
+		if err == nil {
+			err = tb.RegisterProcessorErrorownershipEdgesEvictedCallback(func(_ context.Context, o metric.Int64Observer) error {
+				o.Observe(int64(own.Evicted())) //nolint:gosec // G115: a count of edges, far below 2^63
+				return nil
+			})
+		}
 	}
 	if err != nil {
 		tb.Shutdown()
@@ -628,7 +639,7 @@ func (w *worker) analyseTrace(e *buffer.Entry, t *tally) (ms float64, ok bool) {
 	}()
 	start := time.Now()
 	tr := w.an.Link(e.ID, e.Spans(&w.spans))
-	w.p.edges.Observe(w.index, tr)
+	w.p.edges.Observe(tr)
 	modes := w.p.edges.Modes()
 	verdicts := w.an.Judge(tr, modes)
 	w.add(tr, verdicts, modes, start, t)

@@ -122,6 +122,11 @@ func TestVerdictsEndToEnd(t *testing.T) {
 	assert.Zero(t, counter(t, tt, "spans_unlinked", attribute.String("reason", "orphan")))
 	metadatatest.AssertEqualProcessorErrorownershipBufferTraces(t, tt, []metricdata.DataPoint[int64]{{Value: 0}},
 		metricdatatest.IgnoreTimestamp())
+	// frontend → api and api → db, however many traces and workers.
+	metadatatest.AssertEqualProcessorErrorownershipEdges(t, tt, []metricdata.DataPoint[int64]{{Value: 2}},
+		metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualProcessorErrorownershipEdgesEvicted(t, tt, []metricdata.DataPoint[int64]{{Value: 0}},
+		metricdatatest.IgnoreTimestamp())
 
 	hist, err := tt.GetMetric("otelcol_processor_errorownership_analysis_duration")
 	require.NoError(t, err)

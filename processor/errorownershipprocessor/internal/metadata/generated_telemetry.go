@@ -31,6 +31,8 @@ type TelemetryBuilder struct {
 	ProcessorErrorownershipAnalysisDuration    metric.Float64Histogram
 	ProcessorErrorownershipBufferSpans         metric.Int64ObservableGauge
 	ProcessorErrorownershipBufferTraces        metric.Int64ObservableGauge
+	ProcessorErrorownershipEdges               metric.Int64ObservableGauge
+	ProcessorErrorownershipEdgesEvicted        metric.Int64ObservableCounter
 	ProcessorErrorownershipPanicsRecovered     metric.Int64Counter
 	ProcessorErrorownershipSpansDropped        metric.Int64Counter
 	ProcessorErrorownershipSpansLate           metric.Int64Counter
@@ -81,6 +83,36 @@ func (builder *TelemetryBuilder) RegisterProcessorErrorownershipBufferTracesCall
 		cb(ctx, &observerInt64{inst: builder.ProcessorErrorownershipBufferTraces, obs: o})
 		return nil
 	}, builder.ProcessorErrorownershipBufferTraces)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorErrorownershipEdgesCallback sets callback for observable ProcessorErrorownershipEdges metric.
+func (builder *TelemetryBuilder) RegisterProcessorErrorownershipEdgesCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorErrorownershipEdges, obs: o})
+		return nil
+	}, builder.ProcessorErrorownershipEdges)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorErrorownershipEdgesEvictedCallback sets callback for observable ProcessorErrorownershipEdgesEvicted metric.
+func (builder *TelemetryBuilder) RegisterProcessorErrorownershipEdgesEvictedCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorErrorownershipEdgesEvicted, obs: o})
+		return nil
+	}, builder.ProcessorErrorownershipEdgesEvicted)
 	if err != nil {
 		return err
 	}
@@ -210,6 +242,18 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_errorownership_buffer_traces",
 		metric.WithDescription("Traces held in the buffer, waiting or handed to a worker. [Alpha]"),
 		metric.WithUnit("{trace}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorErrorownershipEdges, err = builder.meter.Int64ObservableGauge(
+		"otelcol_processor_errorownership_edges",
+		metric.WithDescription("Distinct edges the processor's own edge model tracks, at most edge_model.max_edges; none with a store, whose merged model is read back instead. [Alpha]"),
+		metric.WithUnit("{edge}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorErrorownershipEdgesEvicted, err = builder.meter.Int64ObservableCounter(
+		"otelcol_processor_errorownership_edges_evicted",
+		metric.WithDescription("Edges the edge model forgot because it held edge_model.max_edges. [Alpha]"),
+		metric.WithUnit("{edge}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorErrorownershipPanicsRecovered, err = builder.meter.Int64Counter(
