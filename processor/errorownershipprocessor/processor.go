@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/otel/attribute"
@@ -565,6 +566,7 @@ func (w *worker) drain() {
 // is recorded once per batch rather than once per trace.
 type tally struct {
 	traces, panics, dropped int64
+	timed                   int // traces whose analysis was timed (durationSampled)
 	verdicts                [4]int64
 	held                    int64    // verdicts held to be judged again
 	evicted                 [4]int64 // held verdicts pushed out by max_held, by final verdict
@@ -580,8 +582,11 @@ func (w *worker) analyse(batch []*buffer.Entry) {
 	for i, e := range batch {
 		if w.p.abort.Load() {
 			t.dropped += int64(e.Len())
-		} else if ms, ok := w.analyseTrace(e, &t); ok {
-			t.durations[t.traces] = ms
+		} else if ms, timed, ok := w.analyseTrace(e, &t); ok {
+			if timed {
+				t.durations[t.timed] = ms
+				t.timed++
+			}
 			t.traces++
 		}
 		batch[i] = nil
@@ -590,7 +595,7 @@ func (w *worker) analyse(batch []*buffer.Entry) {
 	tb := w.p.telemetry
 	if t.traces > 0 {
 		tb.ProcessorErrorownershipTracesAnalyzed.Add(ctx, t.traces)
-		for _, ms := range t.durations[:t.traces] {
+		for _, ms := range t.durations[:t.timed] {
 			tb.ProcessorErrorownershipAnalysisDuration.Record(ctx, ms)
 		}
 	}
@@ -625,10 +630,10 @@ func (w *worker) analyse(batch []*buffer.Entry) {
 	}
 }
 
-// analyseTrace runs the engine over one trace and reports how long it took,
-// in milliseconds. A panic is recovered and counted, and the analyzer
+// analyseTrace runs the engine over one trace and reports whether it did,
+// and, if it was timed (durationSampled), how long it took in milliseconds. A panic is recovered and counted, and the analyzer
 // replaced, since its buffers may be inconsistent.
-func (w *worker) analyseTrace(e *buffer.Entry, t *tally) (ms float64, ok bool) {
+func (w *worker) analyseTrace(e *buffer.Entry, t *tally) (ms float64, timed, ok bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			t.panics++
@@ -637,23 +642,37 @@ func (w *worker) analyseTrace(e *buffer.Entry, t *tally) (ms float64, ok bool) {
 				zap.String("trace_id", e.ID.String()), zap.String("panic", fmt.Sprint(r)), zap.Stack("stack"))
 		}
 	}()
-	start := time.Now()
+	timed = durationSampled(e.ID)
+	var start time.Time
+	if timed {
+		start = time.Now()
+	}
 	tr := w.an.Link(e.ID, e.Spans(&w.spans))
 	w.p.edges.Observe(tr)
 	modes := w.p.edges.Modes()
 	verdicts := w.an.Judge(tr, modes)
-	w.add(tr, verdicts, modes, start, t)
-	ms = float64(time.Since(start)) / float64(time.Millisecond)
+	w.add(tr, verdicts, modes, t)
+	if timed {
+		ms = float64(time.Since(start)) / float64(time.Millisecond)
+	}
 	t.link.Add(tr.Link)
-	return ms, true
+	return ms, timed, true
 }
+
+// durationSampled reports whether the analysis of trace id is timed for
+// analysis_duration: one trace in eight, by bits of its ID, which are
+// random, so that the histogram's shape is the traces' while a one-span
+// trace does not pay for two clock reads and a histogram update, which
+// cost as much as its analysis.
+func durationSampled(id pcommon.TraceID) bool { return (id[15]^id[7])&7 == 0 }
 
 // add counts the trace and its settled verdicts, and holds the unsettled
 // ones to be judged again; past maxHeld the oldest held is judged for the
 // last time, by modes.
-func (w *worker) add(tr *dependencyanalysis.Trace, verdicts []dependencyanalysis.Verdict, modes dependencyanalysis.Modes, now time.Time, t *tally) {
+func (w *worker) add(tr *dependencyanalysis.Trace, verdicts []dependencyanalysis.Verdict, modes dependencyanalysis.Modes, t *tally) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	var now time.Time // when held requests were judged first; read only if one is
 	w.settled = w.settled[:0]
 	for i := range verdicts {
 		v := &verdicts[i]
@@ -669,6 +688,9 @@ func (w *worker) add(tr *dependencyanalysis.Trace, verdicts []dependencyanalysis
 			t.evicted[final.Kind]++
 			w.held[0] = heldRequest{}
 			w.held = w.held[1:]
+		}
+		if now.IsZero() {
+			now = time.Now()
 		}
 		w.held = append(w.held, heldRequest{Held: dependencyanalysis.Hold(tr, v, now), gen: w.gen})
 		t.held++

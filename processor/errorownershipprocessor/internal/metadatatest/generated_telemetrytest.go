@@ -25,7 +25,7 @@ func NewSettings(tt *componenttest.Telemetry) processor.Settings {
 func AssertEqualProcessorErrorownershipAnalysisDuration(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.HistogramDataPoint[float64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_errorownership_analysis_duration",
-		Description: "Time taken to analyse one trace. [Alpha]",
+		Description: "Time taken to analyse one trace, for one trace in eight (chosen by bits of its random trace ID), so that cheap traces do not pay for timing themselves. [Alpha]",
 		Unit:        "ms",
 		Data: metricdata.Histogram[float64]{
 			Temporality: metricdata.CumulativeTemporality,
