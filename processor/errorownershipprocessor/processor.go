@@ -803,6 +803,9 @@ func (p *ownershipProcessor) flush(ctx context.Context, final bool) {
 	p.merged.Reset()
 	p.flushLate(ctx)
 	p.sweepSymbols()
+	for _, s := range p.buffer.Shards() {
+		s.Compact()
+	}
 }
 
 // flushLate hands on the final verdicts of held requests whose buckets were

@@ -306,14 +306,45 @@ func TestTable(t *testing.T) {
 				}
 				check()
 			}
+			// Compacting keeps every entry findable.
+			tab.compact()
+			check()
 			for i, e := range live {
 				tab.remove(e.hash, e)
 				delete(live, i)
 				check()
 			}
-			assert.Nil(t, tab.slots, "an empty table lets its slots go")
+			tab.compact()
+			assert.LessOrEqual(t, len(tab.slots), minTableSlots, "an empty table compacts to its first size")
 		})
 	}
+}
+
+// TestTableKeepsItsSizeUntilCompacted: a table emptied after a burst keeps
+// its slots, so that the next burst does not grow it again, until compact
+// releases them.
+func TestTableKeepsItsSizeUntilCompacted(t *testing.T) {
+	var tab table
+	var burst []*Entry
+	for i := range uint64(10_000) {
+		e := &Entry{ID: traceID(i + 1), hash: traceHash(traceID(i + 1))}
+		tab.put(e.hash, e)
+		burst = append(burst, e)
+	}
+	grown := len(tab.slots)
+	for _, e := range burst[:9_000] {
+		tab.remove(e.hash, e)
+	}
+	assert.Equal(t, grown, len(tab.slots), "emptying does not shrink")
+	tab.compact()
+	assert.Equal(t, 4096, len(tab.slots), "1,000 entries compact to the power of two above four times them")
+	for _, e := range burst[9_000:] {
+		assert.Same(t, e, tab.get(e.hash, e.ID))
+		tab.remove(e.hash, e)
+	}
+	assert.Equal(t, 4096, len(tab.slots))
+	tab.compact()
+	assert.Equal(t, minTableSlots, len(tab.slots))
 }
 
 func TestShare(t *testing.T) {

@@ -7,7 +7,9 @@ import "go.opentelemetry.io/collector/pdata/pcommon"
 // the same job, but the buffer deletes as often as it inserts, and the
 // tombstones a map's deletes leave made its lookups several times slower
 // under that churn; backward shift leaves none. It holds at most half as
-// many entries as slots.
+// many entries as slots. It does not shrink as it empties, since traffic
+// that comes in bursts would grow it again each time, copying every entry
+// twice over; compact releases what a burst left (the flusher calls it).
 type table struct {
 	slots []slot // a power of two of them, or none
 	n     int
@@ -80,14 +82,41 @@ func (t *table) remove(h uint64, e *Entry) {
 	}
 	t.slots[i] = slot{}
 	t.n--
-	if t.n == 0 && len(t.slots) > minTableSlots {
-		t.slots = nil // a burst's table does not stay resident
+}
+
+// compact shrinks the table to fit its entries, if it holds less than an
+// eighth of its slots, so that a burst's table does not stay resident.
+func (t *table) compact() {
+	if len(t.slots) <= minTableSlots || 8*t.n >= len(t.slots) {
+		return
+	}
+	old := t.slots
+	t.slots, t.n = nil, 0
+	if len(old) > 0 {
+		size := minTableSlots
+		for size < 4*t.count(old) {
+			size *= 2
+		}
+		t.rehash(old, size)
 	}
 }
 
-func (t *table) grow() {
-	old := t.slots
-	t.slots = make([]slot, max(minTableSlots, 2*len(old)))
+// count is how many of slots hold an entry.
+func (t *table) count(slots []slot) int {
+	n := 0
+	for _, s := range slots {
+		if s.hash != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func (t *table) grow() { t.rehash(t.slots, max(minTableSlots, 2*len(t.slots))) }
+
+// rehash moves the entries of old into size new slots.
+func (t *table) rehash(old []slot, size int) {
+	t.slots = make([]slot, size)
 	t.n = 0
 	mask := uint64(len(t.slots) - 1)
 	for _, s := range old {
