@@ -3,7 +3,6 @@
 package buffer
 
 import (
-	"cmp"
 	"encoding/binary"
 	"math/bits"
 	"slices"
@@ -152,13 +151,16 @@ type Counts struct {
 type Scratch struct {
 	runs   []run
 	groups []group
+	sorted []group // groups by shard
+	slots  []int32 // the batch's traces by hash: indexes into groups, or -1
+	counts []int   // groups per shard, then where each shard's begin in sorted
 }
 
 // run is a run of consecutive records of one trace in a batch.
 type run struct {
 	hash   uint64
 	lo, hi int32
-	shard  int32
+	group  int32 // the trace's, in Scratch.groups
 }
 
 // group is one trace's records of a batch, gathered into their segment.
@@ -166,6 +168,7 @@ type group struct {
 	id    pcommon.TraceID
 	hash  uint64
 	shard int32
+	n     int32 // records
 	seg   []dependencyanalysis.Span
 }
 
@@ -427,7 +430,9 @@ func traceHash(id pcommon.TraceID) uint64 {
 // Add inserts a batch of records arriving at now, taking each shard's
 // lock once per maxInsert traces. It gathers each trace's records of the
 // batch, whatever their order, into one exactly sized segment before it
-// takes any lock.
+// takes any lock: runs of records find their trace in a table of the
+// batch's traces, and the traces are then put in order of shard by
+// counting, so that grouping costs a probe a run, not a sort.
 func (b *Buffer) Add(records []dependencyanalysis.Record, sc *Scratch, now int64, c *Counts) {
 	runs := sc.runs[:0]
 	for lo := 0; lo < len(records); {
@@ -436,43 +441,85 @@ func (b *Buffer) Add(records []dependencyanalysis.Record, sc *Scratch, now int64
 		for hi < len(records) && records[hi].TraceID == id {
 			hi++
 		}
-		h := traceHash(id)
-		runs = append(runs, run{hash: h, lo: int32(lo), hi: int32(hi), shard: int32(h % uint64(len(b.shards)))})
+		runs = append(runs, run{hash: traceHash(id), lo: int32(lo), hi: int32(hi)})
 		lo = hi
 	}
-	// Group by shard, then by trace. Comparing hashes, not IDs, is cheaper;
-	// two traces with one hash are told apart below.
-	slices.SortFunc(runs, func(x, y run) int {
-		if c := cmp.Compare(x.shard, y.shard); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(x.hash, y.hash); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.lo, y.lo) // keep arrival order within a trace
-	})
-	groups := sc.groups[:0]
-	for lo := 0; lo < len(runs); {
-		id := records[runs[lo].lo].TraceID
-		hi, n := lo, 0
-		for hi < len(runs) && runs[hi].hash == runs[lo].hash && records[runs[hi].lo].TraceID == id {
-			n += int(runs[hi].hi - runs[hi].lo)
-			hi++
-		}
-		seg := make([]dependencyanalysis.Span, 0, n)
-		for _, r := range runs[lo:hi] {
-			for i := r.lo; i < r.hi; i++ {
-				seg = append(seg, records[i].Span)
-			}
-		}
-		groups = append(groups, group{id: id, hash: runs[lo].hash, shard: runs[lo].shard, seg: seg})
-		lo = hi
+	groups := sc.group(runs, records, len(b.shards))
+	for i := range groups {
+		groups[i].seg = make([]dependencyanalysis.Span, 0, groups[i].n)
 	}
-	for lo := 0; lo < len(groups); {
-		lo = b.shards[groups[lo].shard].insertGroups(groups, lo, now, c)
+	for _, r := range runs { // in arrival order, which a trace's segment keeps
+		g := &groups[r.group]
+		for i := r.lo; i < r.hi; i++ {
+			g.seg = append(g.seg, records[i].Span)
+		}
+	}
+	sorted := sc.byShard(groups, len(b.shards))
+	for lo := 0; lo < len(sorted); {
+		lo = b.shards[sorted[lo].shard].insertGroups(sorted, lo, now, c)
 	}
 	clear(groups) // the segments belong to the entries now
-	sc.runs, sc.groups = runs, groups[:0]
+	clear(sorted)
+	sc.runs, sc.groups, sc.sorted = runs, groups[:0], sorted[:0]
+}
+
+// group finds the trace of each run in the batch's table of traces, adding
+// the traces it has not met, and returns the traces with their records
+// counted; each run learns its trace's index.
+func (sc *Scratch) group(runs []run, records []dependencyanalysis.Record, shards int) []group {
+	size := 16
+	for size < 2*len(runs) {
+		size *= 2
+	}
+	if cap(sc.slots) < size {
+		sc.slots = make([]int32, size)
+	}
+	slots := sc.slots[:size]
+	for i := range slots {
+		slots[i] = -1
+	}
+	mask := uint64(size - 1)
+	groups := sc.groups[:0]
+	for ri := range runs {
+		r := &runs[ri]
+		id := records[r.lo].TraceID
+		for i := r.hash & mask; ; i = (i + 1) & mask {
+			gi := slots[i]
+			if gi < 0 {
+				gi = int32(len(groups))
+				slots[i] = gi
+				groups = append(groups, group{id: id, hash: r.hash, shard: int32(r.hash % uint64(shards))})
+			} else if g := &groups[gi]; g.hash != r.hash || g.id != id {
+				continue
+			}
+			r.group = gi
+			groups[gi].n += r.hi - r.lo
+			break
+		}
+	}
+	return groups
+}
+
+// byShard returns groups in order of shard, each shard's in arrival order.
+func (sc *Scratch) byShard(groups []group, shards int) []group {
+	if shards == 1 {
+		return append(sc.sorted[:0], groups...)
+	}
+	counts := slices.Grow(sc.counts[:0], shards+1)[:shards+1]
+	clear(counts)
+	for i := range groups {
+		counts[groups[i].shard+1]++
+	}
+	for s := 1; s <= shards; s++ {
+		counts[s] += counts[s-1]
+	}
+	sorted := slices.Grow(sc.sorted[:0], len(groups))[:len(groups)]
+	for _, g := range groups {
+		sorted[counts[g.shard]] = g
+		counts[g.shard]++
+	}
+	sc.counts = counts
+	return sorted
 }
 
 // insertGroups inserts the traces of groups from lo on that belong to s,

@@ -2,6 +2,7 @@ package buffer
 
 import (
 	"encoding/binary"
+	"fmt"
 	"testing"
 	"time"
 
@@ -241,6 +242,43 @@ func TestBufferAddGroupsTraces(t *testing.T) {
 			assert.Len(t, e.Spans(&scratch), 6)
 			assert.Equal(t, s, b.shards[traceHash(e.ID)%3])
 		}
+	}
+}
+
+// TestBufferAddKeepsArrivalOrder: many traces interleaved in one batch,
+// enough that they meet in the batch's table of traces, each end up in one
+// segment with their spans in the order they arrived.
+func TestBufferAddKeepsArrivalOrder(t *testing.T) {
+	for _, shards := range []int{1, 2, 5} {
+		t.Run(fmt.Sprint(shards, " shards"), func(t *testing.T) {
+			b := New(shards, 10_000, 100_000, time.Hour)
+			var batch []dependencyanalysis.Record
+			const traces, rounds = 300, 4
+			for round := range rounds {
+				for tr := uint64(1); tr <= traces; tr++ {
+					r := records(tr, 1)[0]
+					r.SpanID = pcommon.SpanID{6: byte(round + 1), 7: byte(tr)}
+					batch = append(batch, r)
+				}
+			}
+			var sc Scratch
+			var c Counts
+			b.Add(batch, &sc, 0, &c)
+			seen := 0
+			for _, s := range b.shards {
+				for i := range s.queue.n {
+					e := s.queue.buf[(s.queue.head+i)&(len(s.queue.buf)-1)]
+					require.EqualValues(t, 1, e.nsegs)
+					require.Equal(t, rounds, e.Len())
+					for k, sp := range e.segs[0] {
+						assert.Equal(t, byte(k+1), sp.SpanID[6], "trace %v keeps its spans in arrival order", e.ID)
+					}
+					assert.Equal(t, s, b.shards[traceHash(e.ID)%uint64(shards)])
+					seen++
+				}
+			}
+			assert.Equal(t, traces, seen)
+		})
 	}
 }
 
