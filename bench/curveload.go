@@ -21,8 +21,9 @@ var curveSpans = 50_000
 // The points of the growth curves.
 var (
 	traceSizes    = []int{1, 10, 100, 1_000, 10_000, 100_000}
-	edgeCounts    = []int{10, 100, 1_000, 10_000, 100_000}
+	edgeCounts    = []int{10, 100, 1_000, 10_000, 100_000, 1_000_000}
 	lateFractions = []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5}
+	fleetSizes    = []int{50, 500, 5_000}
 )
 
 // curve is one growth curve: its points and the inputs of each.
@@ -36,6 +37,7 @@ var curves = []curve{
 	{key: "trace-size", title: "CPU per span as traces grow", xLabel: "spans per trace", logX: true, points: floats(traceSizes)},
 	{key: "edges", title: "CPU per span as distinct edges grow", xLabel: "distinct edges", logX: true, points: floats(edgeCounts)},
 	{key: "late", title: "CPU per span as spans arrive late", xLabel: "spans arriving after their trace was analysed (%)", points: percents(lateFractions)},
+	{key: "fleet", title: "CPU per span as the fleet grows", xLabel: "services (trace sizes power-law from 1 to 10,000 spans, 2 % errors)", logX: true, points: floats(fleetSizes)},
 }
 
 func floats(xs []int) []float64 {
@@ -109,10 +111,12 @@ const edgeServices = 50
 // edgeTraces returns n traces over edges distinct edges (a multiple of
 // edgeCallsPerTrace): edges/edgeCallsPerTrace root operations, spread over
 // edgeServices services, each calling edgeCallsPerTrace operations of
-// other services. Trace t is root operation t modulo their number, so n of
-// at least that many covers every edge. The first call's failure fails the
-// request (a fail-close edge); the others are tolerated.
-func edgeTraces(name string, edges, n int) ptrace.Traces {
+// other services. With cover, trace t is root operation t modulo their
+// number, so n of at least that many covers every edge; without, each
+// trace's root operation is drawn at random, so that a few traces touch
+// edges all over the model, as a fleet's do. The first call's failure
+// fails the request (a fail-close edge); the others are tolerated.
+func edgeTraces(name string, edges, n int, cover bool) ptrace.Traces {
 	roots := max(1, edges/edgeCallsPerTrace)
 	rng := rand.New(rand.NewPCG(seedOf(name), 2)) //nolint:gosec // G404: seeded, so that every run loads the same traces
 	w := scenario.NewWorld(name)
@@ -142,10 +146,72 @@ func edgeTraces(name string, edges, n int) ptrace.Traces {
 	}
 	for t := range n {
 		k := t % roots
+		if !cover {
+			k = rng.IntN(roots)
+		}
 		w.Root(edgeService(k), rootOp(k))
 	}
 	return w.Traces()
 }
+
+// The fleet workload: services with fleetOps operations each, called with
+// power-law popularity; trace sizes power-law from 1 to fleetMaxSpans.
+const (
+	fleetOps      = 8
+	fleetMaxSpans = 10_000
+	fleetFanout   = 4
+	fleetErrors   = 0.02
+)
+
+// fleetTraces returns traces of about spans spans in all over a fleet of
+// services: a trace's size is drawn from a Pareto distribution (exponent
+// 2, so that most traces hold one or a few spans — health checks, cache
+// reads — and a quarter of the spans are in traces of a thousand or more),
+// its root a random operation of a random service. Each request calls up
+// to fleetFanout operations, chosen with Zipf popularity among every
+// service's, depth first until the trace has its size. 2 % of the
+// requests fail on their own; a failed call fails its caller's request
+// when it is the caller's first call (fail-close), and is tolerated
+// otherwise.
+func fleetTraces(name string, services, spans int) ptrace.Traces {
+	rng := rand.New(rand.NewPCG(seedOf(name), 3)) //nolint:gosec // G404: seeded, so that every run loads the same traces
+	w := scenario.NewWorld(name)
+	callees := rand.NewZipf(rng, 1.1, 1, uint64(services*fleetOps-1))
+	budget, depth := 0, 0
+	for s := range services {
+		svc := w.Service(fleetService(s))
+		for o := range fleetOps {
+			svc.Handle(fleetOp(o), func(r *scenario.Request) scenario.Response {
+				failed := false
+				depth++
+				for j := range fleetFanout {
+					if budget == 0 || depth > 12 {
+						break
+					}
+					budget--
+					c := int(callees.Uint64())
+					res := r.Call(fleetService(c/fleetOps), fleetOp(c%fleetOps))
+					failed = failed || (j == 0 && res.Failed)
+				}
+				depth--
+				if failed || rng.Float64() < fleetErrors {
+					return scenario.Fail()
+				}
+				return scenario.OK()
+			})
+		}
+	}
+	for total := 0; total < spans; {
+		size := min(int(1/(1-rng.Float64()*(1-1.0/fleetMaxSpans))), fleetMaxSpans)
+		budget = (size - 1) / 2
+		total += 1 + 2*budget
+		w.Root(fleetService(rng.IntN(services)), fleetOp(rng.IntN(fleetOps)))
+	}
+	return w.Traces()
+}
+
+func fleetService(i int) string { return "svc-" + strconv.Itoa(i) }
+func fleetOp(j int) string      { return "GET /op/" + strconv.Itoa(j) }
 
 func edgeService(i int) string { return "svc-" + strconv.Itoa(i%edgeServices) }
 func rootOp(k int) string      { return "GET /root/" + strconv.Itoa(k) }
@@ -219,21 +285,32 @@ func curveInputs() []curveGen {
 		add(curveInput("trace-size", i, "measured"), func() ptrace.Traces {
 			return treeTraces("size/"+strconv.Itoa(size), size, max(1, curveSpans/size))
 		})
+		// As many traces as the point's, so that the trace table is the
+		// size the point needs, as a running collector's is.
 		warm := min(size, 2_000)
 		add(curveInput("trace-size", i, "warmup"), func() ptrace.Traces {
-			return treeTraces("size-warmup/"+strconv.Itoa(size), warm, max(1, 2_000/warm))
+			return treeTraces("size-warmup/"+strconv.Itoa(size), warm, max(1, curveSpans/size))
 		})
 	}
-	batchSpans = wholeBatchSpans
 	perTrace := 1 + 2*edgeCallsPerTrace
 	for i, edges := range edgeCounts {
 		add(curveInput("edges", i, "measured"), func() ptrace.Traces {
-			return edgeTraces("edges/"+strconv.Itoa(edges), edges, curveSpans/perTrace)
+			return edgeTraces("edges/"+strconv.Itoa(edges), edges, curveSpans/perTrace, false)
 		})
 		add(curveInput("edges", i, "warmup"), func() ptrace.Traces {
-			return edgeTraces("edges-warmup/"+strconv.Itoa(edges), edges, max(edges/edgeCallsPerTrace, wholeBatchSpans/perTrace))
+			return edgeTraces("edges-warmup/"+strconv.Itoa(edges), edges, max(edges/edgeCallsPerTrace, wholeBatchSpans/perTrace), true)
 		})
 	}
+	// A fleet's large traces arrive cut over batches, as from an agent.
+	for i, services := range fleetSizes {
+		add(curveInput("fleet", i, "measured"), func() ptrace.Traces {
+			return fleetTraces("fleet/"+strconv.Itoa(services), services, 2*curveSpans)
+		})
+		add(curveInput("fleet", i, "warmup"), func() ptrace.Traces {
+			return fleetTraces("fleet-warmup/"+strconv.Itoa(services), services, 2*curveSpans)
+		})
+	}
+	batchSpans = wholeBatchSpans
 	// Every fraction splits the same traces: generated once, only read
 	// (splitLate copies), so the inputs may be made concurrently.
 	// (Both parts get their random IDs from the same bijection, so the

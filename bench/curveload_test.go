@@ -64,12 +64,43 @@ func TestEdgeTraces(t *testing.T) {
 	for _, edges := range []int{10, 100, 1_000} {
 		t.Run(fmt.Sprint(edges), func(t *testing.T) {
 			n := edges / edgeCallsPerTrace
-			td := edgeTraces(fmt.Sprint("edges/", edges), edges, n)
+			td := edgeTraces(fmt.Sprint("edges/", edges), edges, n, true)
 			assert.Equal(t, n, traceCount(td))
 			assert.Equal(t, n*(1+2*edgeCallsPerTrace), td.SpanCount())
 			assert.Len(t, edgesOf(td), edges)
 		})
 	}
+}
+
+func TestFleetTraces(t *testing.T) {
+	const services, spans = 500, 20_000
+	td := fleetTraces("fleet/test", services, spans)
+	sizes := map[pcommon.TraceID]int{}
+	names := map[string]bool{}
+	for _, rs := range td.ResourceSpans().All() {
+		names[serviceName(rs.Resource())] = true
+		for _, ss := range rs.ScopeSpans().All() {
+			for _, sp := range ss.Spans().All() {
+				sizes[sp.TraceID()]++
+			}
+		}
+	}
+	one, big := 0, 0
+	for _, n := range sizes {
+		assert.LessOrEqual(t, n, fleetMaxSpans)
+		if n == 1 {
+			one++
+		}
+		if n >= 1_000 {
+			big += n
+		}
+	}
+	assert.GreaterOrEqual(t, td.SpanCount(), spans)
+	assert.Less(t, td.SpanCount(), spans+fleetMaxSpans)
+	assert.Greater(t, float64(one)/float64(len(sizes)), 0.4, "most traces hold a span or a few")
+	assert.Greater(t, big, 0, "some traces hold thousands")
+	assert.LessOrEqual(t, len(names), services)
+	assert.Greater(t, len(names), services/2, "calls reach much of the fleet")
 }
 
 func TestSplitLate(t *testing.T) {

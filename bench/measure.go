@@ -144,6 +144,26 @@ func (t *telemetry) sum(name string) int64 {
 	return total
 }
 
+// gauge returns the sum of the named integer gauge's data points, zero if
+// it was never observed.
+func (t *telemetry) gauge(name string) int64 {
+	var rm metricdata.ResourceMetrics
+	if err := t.reader.Collect(context.Background(), &rm); err != nil {
+		return 0
+	}
+	var total int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if g, ok := m.Data.(metricdata.Gauge[int64]); ok && m.Name == name {
+				for _, dp := range g.DataPoints {
+					total += dp.Value
+				}
+			}
+		}
+	}
+	return total
+}
+
 // count returns how many values the named integer histogram has recorded.
 func (t *telemetry) count(name string) uint64 {
 	var rm metricdata.ResourceMetrics
@@ -248,6 +268,8 @@ type runStats struct {
 	// PeakHeap is the most bytes of heap objects seen during the run,
 	// decoded batches waiting to be fed included.
 	PeakHeap uint64 `json:"peak_heap"`
+	// ShutdownCPU is the part of CPU spent in the component's Shutdown.
+	ShutdownCPU time.Duration `json:"shutdown_cpu_ns"`
 	// Problems lists what the component's own telemetry says it did not
 	// do (spans dropped, traces evicted, spans not released), which would
 	// make the run unfair.
@@ -300,7 +322,9 @@ func feed(ctx context.Context, c *running, phases []*input, between func(phase i
 	if err == nil {
 		err = c.settle(spans)
 	}
+	cpuShutdown := processCPU()
 	err = cmp.Or(err, c.Shutdown(ctx))
+	shutdownCPU := processCPU() - cpuShutdown
 	cpu := processCPU() - cpu0 - decoding
 	st := runStats{
 		Spans:        spans,
@@ -309,6 +333,7 @@ func feed(ctx context.Context, c *running, phases []*input, between func(phase i
 		AllocObjects: int64(allocatedObjects()-o0) - int64(dec.objects),
 		AllocBytes:   int64(readMetric(metricAllocBytes)-b0) - int64(dec.bytes),
 		PeakHeap:     heap.done(),
+		ShutdownCPU:  shutdownCPU,
 	}
 	st.Problems = c.problems(spans)
 	return st, err
