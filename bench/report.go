@@ -275,7 +275,7 @@ func bytesFmt(x float64) string {
 	if math.IsNaN(x) {
 		return "–"
 	}
-	return fmt.Sprintf("%.0f B", x)
+	return fmt.Sprintf("%.1f B", x)
 }
 
 // reciprocal formats a small ratio as 1/x.

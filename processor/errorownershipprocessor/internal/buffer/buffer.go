@@ -40,9 +40,10 @@ const maxSegments = 3
 
 // Entry is one trace's records in the buffer.
 type Entry struct {
-	// ID is the trace's ID.
-	ID   pcommon.TraceID
-	hash uint64
+	// ID is the trace's ID. Its hash is not kept, but computed again
+	// when the entry leaves: 8 bytes would put the entry in the next size
+	// class, 16 bytes more a trace.
+	ID pcommon.TraceID
 	// segs[:nsegs] hold the records in arrival order, a segment for each
 	// batch the trace came in: each is an exactly sized allocation of its
 	// own, so a trace that comes in several batches is never copied to
@@ -204,7 +205,7 @@ func (s *Shard) insert(g *group, now int64, c *Counts) (wasEmpty bool) {
 		}
 		s.makeRoom(1, n, nil, c)
 		wasEmpty = s.queue.len() == 0
-		e = &Entry{ID: g.id, hash: g.hash, queued: now}
+		e = &Entry{ID: g.id, queued: now}
 		s.traces.put(g.hash, e)
 		s.queue.push(e)
 	} else {
@@ -248,8 +249,9 @@ func (s *Shard) makeRoom(needTraces, needSpans int, keep *Entry, c *Counts) {
 // leave removes e, just popped from the queue, from the waiting traces,
 // remembering why it left.
 func (s *Shard) leave(e *Entry, why uint64) {
-	s.traces.remove(e.hash, e)
-	s.recent.add(e.hash, why)
+	h := traceHash(e.ID)
+	s.traces.remove(h, e)
+	s.recent.add(h, why)
 	s.waitingSpans -= int(e.n)
 }
 

@@ -329,15 +329,15 @@ func TestTable(t *testing.T) {
 			next, oldest := uint64(1), uint64(1)
 			for round := range 60 {
 				for range round%5 + 3 {
-					e := &Entry{ID: traceID(next), hash: tt.hash(next)}
-					require.Nil(t, tab.get(e.hash, e.ID))
-					tab.put(e.hash, e)
+					e := &Entry{ID: traceID(next)}
+					require.Nil(t, tab.get(tt.hash(next), e.ID))
+					tab.put(tt.hash(next), e)
 					live[next] = e
 					next++
 				}
 				for range round%4 + 2 {
 					if e := live[oldest]; e != nil {
-						tab.remove(e.hash, e)
+						tab.remove(tt.hash(oldest), e)
 						delete(live, oldest)
 					}
 					oldest++
@@ -348,7 +348,7 @@ func TestTable(t *testing.T) {
 			tab.compact()
 			check()
 			for i, e := range live {
-				tab.remove(e.hash, e)
+				tab.remove(tt.hash(i), e)
 				delete(live, i)
 				check()
 			}
@@ -365,20 +365,20 @@ func TestTableKeepsItsSizeUntilCompacted(t *testing.T) {
 	var tab table
 	var burst []*Entry
 	for i := range uint64(10_000) {
-		e := &Entry{ID: traceID(i + 1), hash: traceHash(traceID(i + 1))}
-		tab.put(e.hash, e)
+		e := &Entry{ID: traceID(i + 1)}
+		tab.put(traceHash(e.ID), e)
 		burst = append(burst, e)
 	}
 	grown := len(tab.slots)
 	for _, e := range burst[:9_000] {
-		tab.remove(e.hash, e)
+		tab.remove(traceHash(e.ID), e)
 	}
 	assert.Equal(t, grown, len(tab.slots), "emptying does not shrink")
 	tab.compact()
 	assert.Equal(t, 4096, len(tab.slots), "1,000 entries compact to the power of two above four times them")
 	for _, e := range burst[9_000:] {
-		assert.Same(t, e, tab.get(e.hash, e.ID))
-		tab.remove(e.hash, e)
+		assert.Same(t, e, tab.get(traceHash(e.ID), e.ID))
+		tab.remove(traceHash(e.ID), e)
 	}
 	assert.Equal(t, 4096, len(tab.slots))
 	tab.compact()
