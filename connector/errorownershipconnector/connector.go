@@ -36,6 +36,11 @@ type ownershipConnector struct {
 	analysis    processor.Traces
 	unsubscribe []func()
 
+	// The telemetry's attributes: the connector's ID on each, as
+	// processorhelper gives a processor's, so that two connectors' figures
+	// stay apart.
+	idAttr        attribute.KeyValue
+	own           metric.MeasurementOption
 	overflowAttrs [numMetrics][2]metric.MeasurementOption
 
 	lifecycle sync.Mutex
@@ -53,14 +58,19 @@ func newConnector(ctx context.Context, set connector.Settings, cfg *Config, next
 		return nil, err
 	}
 	c := &ownershipConnector{cfg: cfg, logger: set.Logger, telemetry: tb, next: next, acc: newAccumulator(cfg, time.Now), stop: make(chan struct{})}
+	c.idAttr = attribute.String("connector", set.ID.String())
+	c.own = metric.WithAttributeSet(attribute.NewSet(c.idAttr))
+	var seriesAttrs [numMetrics]metric.ObserveOption
 	for i := range metricDefs {
+		name := attribute.String("metric", metricDefs[i].name)
+		seriesAttrs[i] = metric.WithAttributeSet(attribute.NewSet(c.idAttr, name))
 		for b, bound := range []string{"max_series_per_metric", "max_series_per_service"} {
-			c.overflowAttrs[i][b] = metric.WithAttributeSet(attribute.NewSet(attribute.String("metric", metricDefs[i].name), attribute.String("bound", bound)))
+			c.overflowAttrs[i][b] = metric.WithAttributeSet(attribute.NewSet(c.idAttr, name, attribute.String("bound", bound)))
 		}
 	}
 	err = tb.RegisterConnectorErrorownershipSeriesCallback(func(_ context.Context, o metric.Int64Observer) error {
 		for i, n := range c.acc.lens() {
-			o.Observe(int64(n), metric.WithAttributeSet(attribute.NewSet(attribute.String("metric", metricDefs[i].name))))
+			o.Observe(int64(n), seriesAttrs[i])
 		}
 		return nil
 	})
@@ -177,13 +187,13 @@ func (c *ownershipConnector) emit(ctx context.Context, final bool) {
 		return
 	}
 	if err := c.next.ConsumeMetrics(ctx, md); err != nil {
-		c.telemetry.ConnectorErrorownershipExportsFailed.Add(ctx, 1)
+		c.telemetry.ConnectorErrorownershipExportsFailed.Add(ctx, 1, c.own)
 		c.logger.Warn("The next consumer refused the errorownership metrics", zap.Int("data_points", md.DataPointCount()), zap.Error(err))
 	}
 }
 
 func (c *ownershipConnector) recovered(doing string, r any) {
-	c.telemetry.ConnectorErrorownershipPanicsRecovered.Add(context.Background(), 1)
+	c.telemetry.ConnectorErrorownershipPanicsRecovered.Add(context.Background(), 1, c.own)
 	c.logger.Error("Recovered from a panic in the errorownership connector",
 		zap.String("while", doing), zap.String("panic", fmt.Sprint(r)), zap.Stack("stack"))
 }

@@ -187,7 +187,7 @@ func TestFloodOfOperationNames(t *testing.T) {
 			for name, ss := range f {
 				assert.LessOrEqual(t, len(ss), tc.wantSeries, name)
 			}
-			got := telemetryCount(t, tt, "series_overflowed",
+			got := telemetryCount(t, tt, "series_overflowed", attribute.String("connector", "errorownership"),
 				attribute.String("metric", "errorownership.requests.served"), attribute.String("bound", tc.wantOverflowBound))
 			assert.Equal(t, tc.wantOverflowed, got, "series_overflowed")
 		})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/connector/connectortest"
@@ -44,8 +45,7 @@ func testConfig(mutate func(*Config)) *Config {
 // recorded in tt and its metrics in sink, and starts it.
 func newTestConnector(t testing.TB, tt *componenttest.Telemetry, cfg *Config, sink *consumertest.MetricsSink) connector.Traces {
 	t.Helper()
-	set := connectortest.NewNopSettings(metadata.Type)
-	set.TelemetrySettings = tt.NewTelemetrySettings()
+	set := connectorSettings(tt)
 	c, err := NewFactory().CreateTracesToMetrics(context.Background(), set, cfg, sink)
 	require.NoError(t, err)
 	require.NoError(t, c.Start(context.Background(), componenttest.NewNopHost()))
@@ -202,6 +202,7 @@ func (f metricFigures) String() string {
 
 func connectorSettings(tt *componenttest.Telemetry) connector.Settings {
 	set := connectortest.NewNopSettings(metadata.Type)
+	set.ID = component.NewID(metadata.Type)
 	set.TelemetrySettings = tt.NewTelemetrySettings()
 	return set
 }
