@@ -40,7 +40,7 @@ func TestChainFigures(t *testing.T) {
 			sink := &consumertest.MetricsSink{}
 			cfg := testConfig(func(c *Config) { c.AggregationTemporality = temporality })
 			c := newTestConnector(t, tt, cfg, sink)
-			for _, td := range scenario(t, "chain_retry_every_hop") {
+			for _, td := range scenarioTraces(t, "chain_retry_every_hop") {
 				require.NoError(t, c.ConsumeTraces(context.Background(), td))
 			}
 			require.NoError(t, c.Shutdown(context.Background()))
@@ -92,7 +92,7 @@ func TestTemporality(t *testing.T) {
 			cfg := testConfig(func(c *Config) { c.AggregationTemporality = tc.temporality })
 			now := time.Unix(1_800_000_000, 0)
 			acc := newAccumulator(cfg, func() time.Time { return now })
-			bucket := analysed(t, scenario(t, "chain_retry_every_hop")[:1])
+			bucket := analysed(t, scenarioTraces(t, "chain_retry_every_hop")[:1])
 			var got [3]int64
 			var starts, times [3]pcommon.Timestamp
 			for i := range got {
@@ -229,7 +229,7 @@ func TestExemplarsLinkToTheirTraces(t *testing.T) {
 	defer func() { require.NoError(t, tt.Shutdown(context.Background())) }()
 	sink := &consumertest.MetricsSink{}
 	// Two passes, so that the second is judged by the edges the first taught.
-	traces := append(scenario(t, "coincidental"), scenario(t, "chain_retry_every_hop")...)
+	traces := append(scenarioTraces(t, "coincidental"), scenarioTraces(t, "chain_retry_every_hop")...)
 	c := newTestConnector(t, tt, testConfig(func(c *Config) { c.Exemplars.MaxPerDataPoint = 3 }), sink)
 	for _, td := range traces {
 		require.NoError(t, c.ConsumeTraces(context.Background(), td))
@@ -306,7 +306,7 @@ func TestBesideTheProcessor(t *testing.T) {
 	c := newTestConnector(t, tt, testConfig(func(c *Config) { c.Processor = &procID }), beside)
 	own := newTestConnector(t, tt, testConfig(nil), alone)
 	require.NoError(t, proc.Start(ctx, componenttest.NewNopHost()))
-	for _, td := range scenario(t, "chain_retry_every_hop") {
+	for _, td := range scenarioTraces(t, "chain_retry_every_hop") {
 		require.NoError(t, proc.ConsumeTraces(ctx, td))
 		require.NoError(t, c.ConsumeTraces(ctx, td), "the spans the connector is sent beside a processor")
 		require.NoError(t, own.ConsumeTraces(ctx, td))

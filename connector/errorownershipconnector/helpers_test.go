@@ -52,8 +52,8 @@ func newTestConnector(t testing.TB, tt *componenttest.Telemetry, cfg *Config, si
 	return c
 }
 
-// scenario reads a bundled scenario's requests.
-func scenario(t testing.TB, name string) []ptrace.Traces {
+// scenarioTraces reads a bundled scenario's requests.
+func scenarioTraces(t testing.TB, name string) []ptrace.Traces {
 	t.Helper()
 	var out []ptrace.Traces
 	require.NoError(t, otlpfile.ReadFile(filepath.Join("..", "..", "testdata", "scenarios", name+".json"), func(td ptrace.Traces) { out = append(out, td) }))
