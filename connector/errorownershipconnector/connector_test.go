@@ -190,6 +190,8 @@ func TestFloodOfOperationNames(t *testing.T) {
 			got := telemetryCount(t, tt, "series_overflowed", attribute.String("connector", "errorownership"),
 				attribute.String("metric", "errorownership.requests.served"), attribute.String("bound", tc.wantOverflowBound))
 			assert.Equal(t, tc.wantOverflowed, got, "series_overflowed")
+			t.Logf("%d services × %d operations: %d series of requests.served, %d requests in its overflow series; series_overflowed %d",
+				tc.services, tc.ops, len(served), served[tc.overflowKey].value, got)
 		})
 	}
 }
