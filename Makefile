@@ -13,7 +13,7 @@ MODULES  := . ownership hooks cmd/errorownership dashboards internal/e2e bench
 # The collector module's packages that start goroutines or are shared
 # between them: tested under the race detector, and only there. (The hooks
 # module is raced whole.)
-RACE_PKGS := ./dependencyanalysis/... ./processor/... ./connector/... ./extension/... ./store/... ./internal/hintsserver/... ./internal/edges/... ./internal/status/... ./internal/simulation/...
+RACE_PKGS := ./dependencyanalysis/... ./processor/... ./connector/... ./extension/... ./store/... ./internal/hintsserver/... ./internal/edges/... ./internal/status/... ./internal/simulation/... ./internal/figures/...
 BENCHTIME ?= 1s
 DB_DIR   ?= .db
 
