@@ -13,8 +13,8 @@ import (
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	"github.com/errorownership/errorownership/internal/configkeys/configkeystest"
 	"github.com/errorownership/errorownership/connector/errorownershipconnector/internal/metadata"
+	"github.com/errorownership/errorownership/internal/configkeys/configkeystest"
 )
 
 func TestLoadConfig(t *testing.T) {

@@ -126,18 +126,24 @@ func (c *ownershipConnector) Start(ctx context.Context, host component.Host) err
 	c.emitting.Add(1)
 	go func() {
 		defer c.emitting.Done()
-		ticker := time.NewTicker(c.cfg.MetricsFlushInterval)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-c.stop:
-				return
-			case <-ticker.C:
-				c.emit(context.Background(), false)
-			}
-		}
+		c.emitLoop()
 	}()
 	return nil
+}
+
+// emitLoop emits every metrics_flush_interval until Shutdown. Start's
+// context ends with Start, so each emission has a context of its own.
+func (c *ownershipConnector) emitLoop() {
+	ticker := time.NewTicker(c.cfg.MetricsFlushInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-ticker.C:
+			c.emit(context.Background(), false)
+		}
+	}
 }
 
 // Shutdown ends the analysis, which flushes its last bucket, and emits
