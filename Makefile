@@ -13,7 +13,7 @@ MODULES  := . ownership hooks cmd/errorownership dashboards internal/e2e bench
 # The collector module's packages that start goroutines or are shared
 # between them: tested under the race detector, and only there. (The hooks
 # module is raced whole.)
-RACE_PKGS := ./dependencyanalysis/... ./processor/... ./extension/... ./store/... ./internal/hintsserver/... ./internal/edges/... ./internal/status/... ./internal/simulation/...
+RACE_PKGS := ./dependencyanalysis/... ./processor/... ./connector/... ./extension/... ./store/... ./internal/hintsserver/... ./internal/edges/... ./internal/status/... ./internal/simulation/... ./internal/figures/...
 BENCHTIME ?= 1s
 DB_DIR   ?= .db
 
@@ -167,7 +167,7 @@ $(BUILDER):
 $(GOLANGCI_LINT):
 	$(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
-$(OTELCOL): $(BUILDER) builder-config.yaml go.mod go.sum $(shell find dependencyanalysis ownership processor extension store internal hooks -name '*.go' -not -name '*_test.go' 2>/dev/null)
+$(OTELCOL): $(BUILDER) builder-config.yaml go.mod go.sum $(shell find dependencyanalysis ownership processor connector extension store internal hooks -name '*.go' -not -name '*_test.go' 2>/dev/null)
 	@mkdir -p build bin
 	GOWORK=off $(BUILDER) --config builder-config.yaml
 	cp build/otelcol-errorownership/otelcol-errorownership $@

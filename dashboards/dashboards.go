@@ -1,6 +1,7 @@
 // Package dashboards builds the Grafana dashboards over the errorownership
 // store: Retry amplification, Error ownership, Claim accuracy, Coincidental
-// errors and Edge model. They are generated here, with the Grafana
+// errors and Edge model; and the first four again over Prometheus, from the
+// errorownership connector's metrics (prometheus.go). They are generated here, with the Grafana
 // Foundation SDK, and committed as JSON in json/ (make dashboards runs
 // cmd/gendashboards); provisioning/ installs them in Grafana with their
 // data sources.
@@ -50,6 +51,10 @@ const AllValue = "'__all'"
 // Tag marks every dashboard, for the links between them.
 const Tag = "errorownership"
 
+// PrometheusPrefix begins the file names of the dashboards on Prometheus
+// (prometheus.go).
+const PrometheusPrefix = "prometheus-"
+
 // Dashboard is one generated dashboard.
 type Dashboard struct {
 	// File is its file name in json/.
@@ -83,6 +88,10 @@ func All() ([]Dashboard, error) {
 		{"claim-accuracy.json", claimAccuracy},
 		{"coincidental-errors.json", coincidentalErrors},
 		{"edge-model.json", edgeModel},
+		{PrometheusPrefix + "retry-amplification.json", promRetryAmplification},
+		{PrometheusPrefix + "error-ownership.json", promErrorOwnership},
+		{PrometheusPrefix + "claim-accuracy.json", promClaimAccuracy},
+		{PrometheusPrefix + "coincidental-errors.json", promCoincidentalErrors},
 	} {
 		m, err := b.build().Build()
 		if err != nil {

@@ -64,8 +64,9 @@ func TestCommittedDashboardsAreGenerated(t *testing.T) {
 
 // The dashboards as committed, read as Grafana reads them.
 type dashboardJSON struct {
-	UID        string `json:"uid"`
-	Title      string `json:"title"`
+	UID        string   `json:"uid"`
+	Title      string   `json:"title"`
+	Tags       []string `json:"tags"`
 	Templating struct {
 		List []struct {
 			Type        string `json:"type"`
@@ -90,6 +91,9 @@ type panelJSON struct {
 	Targets []struct {
 		RefID      string `json:"refId"`
 		RawSQL     string `json:"rawSql"`
+		Expr       string `json:"expr"`
+		Instant    bool   `json:"instant"`
+		Range      bool   `json:"range"`
 		Format     string `json:"format"`
 		QueryType  string `json:"queryType"`
 		Datasource struct {
@@ -106,11 +110,29 @@ type panelJSON struct {
 	} `json:"fieldConfig"`
 }
 
+// loadDashboards reads the dashboards on the store, those the SQL tests
+// run.
 func loadDashboards(t *testing.T) []dashboardJSON {
 	t.Helper()
+	var out []dashboardJSON
+	for _, d := range loadAllDashboards(t) {
+		if !slices.Contains(d.Tags, PrometheusType) {
+			out = append(out, d)
+		}
+	}
+	if len(out) != 5 {
+		t.Fatalf("%d dashboards on the store, want five", len(out))
+	}
+	return out
+}
+
+// loadAllDashboards reads every committed dashboard, the store's and
+// Prometheus'.
+func loadAllDashboards(t *testing.T) []dashboardJSON {
+	t.Helper()
 	files, err := filepath.Glob(filepath.Join("json", "*.json"))
-	if err != nil || len(files) != 5 {
-		t.Fatalf("json/: %v, %v; want the five dashboards", files, err)
+	if err != nil || len(files) != 9 {
+		t.Fatalf("json/: %v, %v; want the five dashboards on the store and four on Prometheus", files, err)
 	}
 	var out []dashboardJSON
 	for _, f := range files {
@@ -129,9 +151,10 @@ func loadDashboards(t *testing.T) []dashboardJSON {
 
 // TestEveryPanelIsExplained: a description, a unit and thresholds on every
 // panel, a description on every variable, and every query aimed at one of
-// the two data sources, as the panel says.
+// the data sources, as the panel says: on the store, PostgreSQL or the
+// plugin; else Prometheus, instant tables or range series.
 func TestEveryPanelIsExplained(t *testing.T) {
-	for _, d := range loadDashboards(t) {
+	for _, d := range loadAllDashboards(t) {
 		for _, v := range d.Templating.List {
 			if v.Description == "" {
 				t.Errorf("%s: variable %s has no description", d.Title, v.Name)
@@ -160,6 +183,12 @@ func TestEveryPanelIsExplained(t *testing.T) {
 				case plugin.ID:
 					if !slices.Contains([]string{plugin.QueryServiceGraph, plugin.QueryEdgeModel, plugin.QueryHints}, q.QueryType) {
 						t.Errorf("%s %s: query type %q", name, q.RefID, q.QueryType)
+					}
+				case PrometheusType:
+					table := q.Instant && !q.Range && q.Format == "table" && p.Type != "timeseries"
+					series := q.Range && !q.Instant && p.Type == "timeseries"
+					if q.Expr == "" || (!table && !series) {
+						t.Errorf("%s %s: expr %q, instant %v, range %v, format %q on a %s panel", name, q.RefID, q.Expr, q.Instant, q.Range, q.Format, p.Type)
 					}
 				default:
 					t.Errorf("%s %s: data source %q", name, q.RefID, q.Datasource.Type)

@@ -2,8 +2,10 @@ package dashboards
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +85,7 @@ func TestProvisioningFitsTheComposeFile(t *testing.T) {
 	})
 	var sources struct {
 		Datasources []struct {
+			UID            string            `yaml:"uid"`
 			Type           string            `yaml:"type"`
 			URL            string            `yaml:"url"`
 			JSONData       map[string]any    `yaml:"jsonData"`
@@ -93,9 +96,27 @@ func TestProvisioningFitsTheComposeFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
+	uids := map[string]string{}
+	for _, ds := range sources.Datasources {
+		uids[ds.UID] = ds.Type
+	}
 	for _, ds := range sources.Datasources {
 		seen[ds.Type] = true
 		switch ds.Type {
+		case PrometheusType:
+			// Exemplars link by the label the prometheus exporter gives an
+			// exemplar's trace ID to a trace data source provisioned here.
+			dests, _ := ds.JSONData["exemplarTraceIdDestinations"].([]any)
+			if len(dests) != 1 {
+				t.Fatalf("Prometheus data source: exemplarTraceIdDestinations %v, want one", dests)
+			}
+			dest := dests[0].(map[string]any)
+			if dest["name"] != "trace_id" || uids[fmt.Sprint(dest["datasourceUid"])] != "tempo" {
+				t.Errorf("Prometheus exemplars link by %v to data source %v (%s), want trace_id to the Tempo data source", dest["name"], dest["datasourceUid"], uids[fmt.Sprint(dest["datasourceUid"])])
+			}
+			if ds.URL != "http://prometheus:9090" {
+				t.Errorf("Prometheus data source at %q, want the compose file's prometheus:9090", ds.URL)
+			}
 		case PostgresType:
 			interval, err := time.ParseDuration(ds.JSONData["timeInterval"].(string))
 			if err != nil || interval != store.DefaultConfig().Bucket {
@@ -118,8 +139,8 @@ func TestProvisioningFitsTheComposeFile(t *testing.T) {
 			}
 		}
 	}
-	if !seen[PostgresType] || !seen[plugin.ID] {
-		t.Errorf("data sources %v, want PostgreSQL and errorownership", seen)
+	if !seen[PostgresType] || !seen[plugin.ID] || !seen[PrometheusType] || !seen["tempo"] {
+		t.Errorf("data sources %v, want PostgreSQL, errorownership, Prometheus and Tempo", seen)
 	}
 	sim := strings.Join(compose.Services["simulator"].Command, " ")
 	collector, err := os.ReadFile("compose/otelcol.yaml")
@@ -130,5 +151,19 @@ func TestProvisioningFitsTheComposeFile(t *testing.T) {
 		if !strings.Contains(sim, "collector:"+port) || !strings.Contains(string(collector), "0.0.0.0:"+port) {
 			t.Errorf("the simulator (%s) and the collector's configuration disagree on port %s", sim, port)
 		}
+	}
+	// Prometheus scrapes the collector's prometheus exporter.
+	var prom struct {
+		ScrapeConfigs []struct {
+			StaticConfigs []struct {
+				Targets []string `yaml:"targets"`
+			} `yaml:"static_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	readYAML(t, "compose/prometheus.yml", &prom)
+	if len(prom.ScrapeConfigs) != 1 || len(prom.ScrapeConfigs[0].StaticConfigs) != 1 ||
+		!slices.Equal(prom.ScrapeConfigs[0].StaticConfigs[0].Targets, []string{"collector:9464"}) ||
+		!strings.Contains(string(collector), "0.0.0.0:9464") {
+		t.Errorf("Prometheus scrapes %+v; the collector's prometheus exporter listens on 9464", prom.ScrapeConfigs)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -55,6 +56,7 @@ func TestComposeStack(t *testing.T) {
 
 	httpAddr, hintsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	healthAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	promAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	var log bytes.Buffer
 	col := exec.Command(bin, "--config", filepath.Join(repoRoot, "dashboards", "compose", "otelcol.yaml")) //nolint:gosec // G204: the collector the test built, on the compose config
 	col.Env = append(os.Environ(),
@@ -65,6 +67,7 @@ func TestComposeStack(t *testing.T) {
 		"HEALTH_ENDPOINT="+healthAddr,
 		"METRICS_HOST=127.0.0.1",
 		fmt.Sprintf("METRICS_PORT=%d", freePort(t)),
+		"PROMETHEUS_ENDPOINT="+promAddr,
 	)
 	col.Stdout, col.Stderr = &log, &log
 	require.NoError(t, col.Start())
@@ -124,6 +127,18 @@ func TestComposeStack(t *testing.T) {
 		return perRoot > 0
 	}, time.Minute, time.Second, "the store never had the chain's figures")
 	assert.InDelta(t, 8, perRoot, 0.5, "requests d served per root request under retry every hop")
+
+	// The connector beside the processor: its metrics, as Prometheus
+	// would scrape them, have the chain too.
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + promAddr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return err == nil && strings.Contains(string(body), `errorownership_root_served_total{errorownership_depth="3",errorownership_root_operation="GET /chain/retry_every_hop",errorownership_root_service="a"`)
+	}, time.Minute, time.Second, "the collector's prometheus exporter never had the chain's figures")
 
 	resp, err := http.Get("http://" + hintsAddr + "/v1/hints?service=checkout")
 	require.NoError(t, err)

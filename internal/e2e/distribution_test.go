@@ -31,7 +31,8 @@ func TestAddingAContribComponentBuilds(t *testing.T) {
 		"path: ./", "path: "+root,
 		"=> ../../", "=> "+root+"/",
 	).Replace(string(manifest))
-	cfg += "\nconnectors:\n  - gomod: github.com/open-telemetry/opentelemetry-collector-contrib/connector/spanmetricsconnector v0.165.1\n"
+	cfg = strings.Replace(cfg, "\nconnectors:\n", "\nconnectors:\n  - gomod: github.com/open-telemetry/opentelemetry-collector-contrib/connector/spanmetricsconnector v0.165.1\n", 1)
+	require.Contains(t, cfg, "spanmetricsconnector", "the manifest has a connectors section")
 	path := filepath.Join(out, "builder-config.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600)) //nolint:gosec // G703: a file in the test's own temporary directory
 
@@ -46,7 +47,7 @@ func TestAddingAContribComponentBuilds(t *testing.T) {
 
 	components, err := exec.CommandContext(ctx, filepath.Join(out, "otelcol-errorownership"), "components").Output() //nolint:gosec // G204: the binary this test built
 	require.NoError(t, err)
-	for _, name := range []string{"name: span_metrics\n", "name: errorownership\n", "name: errorownership_hints"} {
+	for _, name := range []string{"name: span_metrics\n", "name: errorownership\n", "name: errorownership_hints", "name: prometheus\n"} {
 		require.Contains(t, string(components), name)
 	}
 }

@@ -40,6 +40,7 @@ func createTraces(ctx context.Context, set processor.Settings, cfg component.Con
 	if err != nil {
 		return nil, err
 	}
+	p.listen(ctx)
 	return wrap(ctx, set, cfg, next, p)
 }
 
@@ -52,6 +53,9 @@ func wrap(ctx context.Context, set processor.Settings, cfg component.Config, nex
 		processorhelper.WithShutdown(p.shutdown),
 	)
 	if err != nil {
+		if p.withdraw != nil {
+			p.withdraw()
+		}
 		p.telemetry.Shutdown()
 		return nil, err
 	}

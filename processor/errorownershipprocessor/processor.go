@@ -20,6 +20,7 @@ import (
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
 	"github.com/errorownership/errorownership/internal/edges"
+	"github.com/errorownership/errorownership/internal/figures"
 	"github.com/errorownership/errorownership/internal/hintsserver"
 	"github.com/errorownership/errorownership/internal/status"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/buffer"
@@ -107,6 +108,12 @@ type ownershipProcessor struct {
 	maxAge  time.Duration
 
 	verdictAttrs [4]metric.MeasurementOption
+	// hub hands the figures to the errorownership connectors that listen
+	// (figures.go); withdraw unpublishes it at shutdown, nil when a
+	// connector created the processor for itself.
+	hub      figures.Hub
+	withdraw func()
+
 	// rejudgedAttrs tell verdicts_rejudged's causes apart.
 	rejudgedSettled, rejudgedAged, rejudgedEvicted, rejudgedShutdown metric.MeasurementOption
 	reasonAttrs                                                      [5]metric.MeasurementOption
@@ -463,6 +470,9 @@ func (p *ownershipProcessor) shutdown(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	p.flush(ctx, true)
+	if p.withdraw != nil {
+		p.withdraw()
+	}
 	var storeErr error
 	if p.storeSink != nil {
 		// The writer drains what is queued, the last bucket included,
@@ -679,12 +689,14 @@ func (w *worker) add(tr *dependencyanalysis.Trace, verdicts []dependencyanalysis
 		if !v.Unsettled || w.p.maxHeld == 0 {
 			w.settled = append(w.settled, *v)
 			t.verdicts[v.Kind]++
+			w.p.countedRequest(tr, v)
 			continue
 		}
 		if len(w.held) >= w.p.maxHeld {
 			oldest := &w.held[0]
 			final, _ := oldest.Rejudge(modes)
 			w.statsOf(oldest.gen).AddHeld(&oldest.Held, &final)
+			w.p.countedHeld(&oldest.Held, &final)
 			t.evicted[final.Kind]++
 			w.held[0] = heldRequest{}
 			w.held = w.held[1:]
@@ -736,6 +748,7 @@ func (w *worker) rejudge(modes dependencyanalysis.Modes, agedBefore time.Time, f
 			continue
 		}
 		w.statsOf(h.gen).AddHeld(&h.Held, &v)
+		w.p.countedHeld(&h.Held, &v)
 		kinds[v.Kind]++
 	}
 	clear(w.held[len(kept):])
@@ -800,6 +813,7 @@ func (p *ownershipProcessor) flush(ctx context.Context, final bool) {
 				zap.Time("start", snap.Start), zap.Time("end", snap.End), zap.Error(err))
 		}
 	}
+	p.flushed(snap)
 	p.merged.Reset()
 	p.flushLate(ctx)
 	p.sweepSymbols()
@@ -825,13 +839,14 @@ func (p *ownershipProcessor) flushLate(ctx context.Context) {
 	}
 	for gen, s := range p.late {
 		start := p.genStart[gen]
+		snap := &sink.Snapshot{Stats: s, Symbols: p.symbols, Start: start, End: start.Add(p.flushEach)}
 		if p.sink != nil && !s.Empty() {
-			snap := &sink.Snapshot{Stats: s, Symbols: p.symbols, Start: start, End: start.Add(p.flushEach)}
 			if err := p.flushTo(ctx, snap); err != nil {
 				p.logger.Warn("Dropped the final verdicts of held requests: the sink failed",
 					zap.Time("bucket", start), zap.Error(err))
 			}
 		}
+		p.flushed(snap)
 		delete(p.late, gen)
 	}
 	// A bucket whose held requests have all been judged is forgotten.

@@ -1,0 +1,43 @@
+package errorownershipconnector // import "github.com/errorownership/errorownership/connector/errorownershipconnector"
+
+import (
+	"context"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/connector"
+	"go.opentelemetry.io/collector/consumer"
+
+	"github.com/errorownership/errorownership/connector/errorownershipconnector/internal/metadata"
+	"github.com/errorownership/errorownership/processor/errorownershipprocessor"
+)
+
+// NewFactory returns a factory for the errorownership connector.
+func NewFactory() connector.Factory {
+	return connector.NewFactory(
+		metadata.Type,
+		createDefaultConfig,
+		connector.WithTracesToMetrics(createTracesToMetrics, metadata.TracesToMetricsStability),
+	)
+}
+
+// createDefaultConfig gives the analysis keys the processor's defaults.
+func createDefaultConfig() component.Config {
+	pc := errorownershipprocessor.NewFactory().CreateDefaultConfig().(*errorownershipprocessor.Config)
+	return &Config{
+		DecisionWait:           pc.DecisionWait,
+		MaxTraces:              pc.MaxTraces,
+		MaxSpans:               pc.MaxSpans,
+		NumWorkers:             pc.NumWorkers,
+		FlushInterval:          pc.FlushInterval,
+		EngineConfig:           pc.EngineConfig,
+		Rejudge:                pc.Rejudge,
+		AggregationTemporality: Cumulative,
+		MetricsFlushInterval:   defaultMetricsFlushInterval,
+		Cardinality:            CardinalityConfig{MaxSeriesPerMetric: defaultMaxSeriesPerMetric, MaxSeriesPerService: defaultMaxSeriesPerService},
+		Exemplars:              ExemplarsConfig{Enabled: true, MaxPerDataPoint: defaultExemplarsPerPoint},
+	}
+}
+
+func createTracesToMetrics(ctx context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (connector.Traces, error) {
+	return newConnector(ctx, set, cfg.(*Config), next)
+}
