@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -27,6 +28,10 @@ type childResults struct {
 	// Curves are our CPU per span in nanoseconds: curve, point, one per
 	// repetition. Only the one-core child measures them.
 	Curves map[string][][]float64 `json:"curves,omitempty"`
+	// Profiles split our CPU per span into the processor's parts, by
+	// shape and by the growth curves' compared points ("curve/x"). Only
+	// the one-core child profiles.
+	Profiles map[string]cpuSplit `json:"profiles,omitempty"`
 	// Notes are what the growth curves' runs did not do as meant.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -107,6 +112,16 @@ func runChild(ctx context.Context, cfg childConfig) error {
 		if res.Curves, err = measureCurves(ctx, open, man, &res.Notes, lg); err != nil {
 			return err
 		}
+		// Unmeasured: the profiler's own cost stays out of every figure.
+		if res.Profiles, err = profileShapes(ctx, open); err != nil {
+			return err
+		}
+		points, err := profileCurvePoints(ctx, open, man)
+		if err != nil {
+			return err
+		}
+		maps.Copy(res.Profiles, points)
+		lg("profiles done")
 	}
 	// Last: groupbytrace with a wait of an hour leaves its timers, and
 	// through them the spans it held, behind for an hour after shutdown.

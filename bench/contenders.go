@@ -44,6 +44,10 @@ type running struct {
 	// groupbytrace releases every trace. Ours analyses in its shutdown
 	// whatever it still holds; the others have nothing left to do.
 	settle func(fed int) error
+	// around, when set, is told when feed's measurement begins (true,
+	// after the collections that precede it) and ends (false, after the
+	// shutdown): the profiler's window (profile.go).
+	around func(begin bool)
 	// problems reads the component's telemetry for work it skipped.
 	problems func(fed int) []string
 	// filed waits until the component holds what it was given, for the

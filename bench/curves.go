@@ -30,7 +30,7 @@ func measureCurves(ctx context.Context, open func(string) (*input, error), man m
 		for _, c := range curves {
 			for k := range c.points {
 				i := (k + rep) % len(c.points)
-				pt, problems, err := curvePoint(ctx, open, man, c.key, i)
+				pt, problems, err := curvePoint(ctx, open, man, c.key, i, nil)
 				if err != nil {
 					return nil, fmt.Errorf("curve %s, point %v: %w", c.key, c.points[i], err)
 				}
@@ -68,7 +68,10 @@ type point struct {
 // shutdown after it, which flushes the statistics of everything fed (a
 // collector does so once every flush_interval, over far more spans), is
 // measured apart.
-func curvePoint(ctx context.Context, open func(string) (*input, error), man manifest, key string, i int) (pt point, problems []string, err error) {
+//
+// around, when not nil, is called with true as the measurement begins and
+// with false once every trace is analysed, before the shutdown.
+func curvePoint(ctx context.Context, open func(string) (*input, error), man manifest, key string, i int, around func(begin bool)) (pt point, problems []string, err error) {
 	warmName, measuredName := curveInput(key, i, "warmup"), curveInput(key, i, "measured")
 	warm, err := open(warmName)
 	if err != nil {
@@ -111,8 +114,12 @@ func curvePoint(ctx context.Context, open func(string) (*input, error), man mani
 	c.settle = func(int) error {
 		err := waitIdle(c)
 		edges = c.tel.gauge("otelcol_processor_errorownership_edges")
+		if around != nil {
+			around(false)
+		}
 		return err
 	}
+	c.around = around
 	st, err := feed(ctx, c, phases, between, allocs{})
 	if err != nil {
 		return point{}, nil, err

@@ -38,6 +38,7 @@ func main() {
 		curves = flag.Bool("curves", false, "child: measure the growth curves too")
 		pinned = flag.Bool("pinned", false, "child: the parent pinned this process to one CPU")
 	)
+	flag.StringVar(&profileDir, "profiles", "", "write the CPU profiles behind RESULTS.md's \"Where our CPU goes\" to this directory, for go tool pprof")
 	flag.Parse()
 	if *quick {
 		scaleWorkload(10)
@@ -149,7 +150,8 @@ func runParent(ctx context.Context, out string, rounds int, quick bool) error {
 func runChildProcess(ctx context.Context, exe, dir string, procs, rounds int, quick, pin bool) (*childResults, error) {
 	result := filepath.Join(dir, fmt.Sprintf("result-%d.json", procs))
 	args := []string{"-child", "-data", dir, "-result", result, "-rounds", strconv.Itoa(rounds),
-		"-curves=" + strconv.FormatBool(procs == 1), "-pinned=" + strconv.FormatBool(pin), "-quick=" + strconv.FormatBool(quick)}
+		"-curves=" + strconv.FormatBool(procs == 1), "-pinned=" + strconv.FormatBool(pin), "-quick=" + strconv.FormatBool(quick),
+		"-profiles=" + profileDir}
 	cmd := exec.CommandContext(ctx, exe, args...) //nolint:gosec // G204: this program itself, as a child, with the flags built here
 	if pin {
 		cmd = exec.CommandContext(ctx, "taskset", append([]string{"-c", "0", exe}, args...)...) //nolint:gosec // G204: this program as a child, pinned to CPU 0 by taskset

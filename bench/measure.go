@@ -296,6 +296,10 @@ func feed(ctx context.Context, c *running, phases []*input, between func(phase i
 	heap := sampleHeap()
 	wall := time.Now()
 	cpu0 := processCPU()
+	if c.around != nil {
+		c.around(true)
+		defer c.around(false)
+	}
 	var decoding time.Duration
 	spans := 0
 	var err error
