@@ -124,63 +124,58 @@ func (t *telemetry) settings() component.TelemetrySettings {
 // sum returns the sum of every data point of the named integer counter,
 // zero if it was never recorded.
 func (t *telemetry) sum(name string) int64 {
-	var rm metricdata.ResourceMetrics
-	if err := t.reader.Collect(context.Background(), &rm); err != nil {
-		return 0
-	}
 	var total int64
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != name {
-				continue
-			}
-			if s, ok := m.Data.(metricdata.Sum[int64]); ok {
-				for _, dp := range s.DataPoints {
-					total += dp.Value
-				}
+	t.each(name, func(data metricdata.Aggregation) {
+		if s, ok := data.(metricdata.Sum[int64]); ok {
+			for _, dp := range s.DataPoints {
+				total += dp.Value
 			}
 		}
-	}
+	})
 	return total
 }
 
 // gauge returns the sum of the named integer gauge's data points, zero if
 // it was never observed.
 func (t *telemetry) gauge(name string) int64 {
-	var rm metricdata.ResourceMetrics
-	if err := t.reader.Collect(context.Background(), &rm); err != nil {
-		return 0
-	}
 	var total int64
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if g, ok := m.Data.(metricdata.Gauge[int64]); ok && m.Name == name {
-				for _, dp := range g.DataPoints {
-					total += dp.Value
-				}
+	t.each(name, func(data metricdata.Aggregation) {
+		if g, ok := data.(metricdata.Gauge[int64]); ok {
+			for _, dp := range g.DataPoints {
+				total += dp.Value
 			}
 		}
-	}
+	})
 	return total
 }
 
 // count returns how many values the named integer histogram has recorded.
 func (t *telemetry) count(name string) uint64 {
+	var total uint64
+	t.each(name, func(data metricdata.Aggregation) {
+		if h, ok := data.(metricdata.Histogram[int64]); ok {
+			for _, dp := range h.DataPoints {
+				total += dp.Count
+			}
+		}
+	})
+	return total
+}
+
+// each collects the metrics now and calls fn with the named metric's data,
+// if it is there.
+func (t *telemetry) each(name string, fn func(metricdata.Aggregation)) {
 	var rm metricdata.ResourceMetrics
 	if err := t.reader.Collect(context.Background(), &rm); err != nil {
-		return 0
+		return
 	}
-	var total uint64
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
-			if h, ok := m.Data.(metricdata.Histogram[int64]); ok && m.Name == name {
-				for _, dp := range h.DataPoints {
-					total += dp.Count
-				}
+			if m.Name == name {
+				fn(m.Data)
 			}
 		}
 	}
-	return total
 }
 
 func (t *telemetry) shutdown() { _ = t.provider.Shutdown(context.Background()) }
