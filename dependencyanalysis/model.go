@@ -42,15 +42,6 @@ type EdgeCounts struct {
 	OK, OKRequestFailed float64
 }
 
-// add adds o's counts to c.
-func (c *EdgeCounts) add(o EdgeCounts) {
-	c.Failed += o.Failed
-	c.FailedRequestFailed += o.FailedRequestFailed
-	c.Samples += o.Samples
-	c.OK += o.OK
-	c.OKRequestFailed += o.OKRequestFailed
-}
-
 func (c *EdgeCounts) scale(f float64) {
 	samples := c.Samples
 	c.Failed *= f

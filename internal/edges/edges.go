@@ -357,15 +357,15 @@ func (m *Store) read(ctx context.Context) error {
 	return nil
 }
 
-// mostRecent keeps the max edges seen most recently, as a model that
+// mostRecent keeps the limit edges seen most recently, as a model that
 // learns keeps them (edge_model.max_edges), so that the merged model of a
 // large fleet takes no more memory than a replica's own would.
-func mostRecent(est []store.EdgeEstimate, max int) []store.EdgeEstimate {
-	if len(est) <= max {
+func mostRecent(est []store.EdgeEstimate, limit int) []store.EdgeEstimate {
+	if len(est) <= limit {
 		return est
 	}
 	slices.SortFunc(est, func(a, b store.EdgeEstimate) int { return b.LastSeen.Compare(a.LastSeen) })
-	return slices.Clip(est[:max])
+	return slices.Clip(est[:limit])
 }
 
 // publishModes makes the edges with a mode the table verdicts read (absent

@@ -242,7 +242,7 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 		})
 		if err == nil {
 			err = tb.RegisterProcessorErrorownershipEdgesEvictedCallback(func(_ context.Context, o metric.Int64Observer) error {
-				o.Observe(int64(own.Evicted())) //nolint:gosec // G115: a count of edges, far below 2^63
+				o.Observe(int64(own.Evicted()))
 				return nil
 			})
 		}
