@@ -34,7 +34,8 @@ func TestLoadSettings(t *testing.T) {
 			json:   dsn + `, "edge_model": {"half_life": "5m", "min_samples": 30, "confidence": 0.99, "fail_close_threshold": 0.9, "fail_open_threshold": 0.1}, "hints": {"ttl": "1m", "retry_budget": {"ratio": 0.2, "min_retries_per_second": 0}}}`,
 			secure: map[string]string{"password": "s3cret"},
 			check: func(t *testing.T, s Settings) {
-				want := dependencyanalysis.ModelConfig{MinSamples: 30, Confidence: 0.99, FailCloseThreshold: 0.9, FailOpenThreshold: 0.1, HalfLife: 5 * time.Minute}
+				want := dependencyanalysis.ModelConfig{MinSamples: 30, Confidence: 0.99, FailCloseThreshold: 0.9, FailOpenThreshold: 0.1, HalfLife: 5 * time.Minute,
+					MaxEdges: dependencyanalysis.DefaultMaxEdges}
 				if s.Model != want {
 					t.Errorf("model %+v, want %+v", s.Model, want)
 				}
