@@ -195,10 +195,6 @@ func profileShapes(ctx context.Context, open func(string) (*input, error)) (map[
 		if err != nil {
 			return nil, err
 		}
-		dec, err := decodeAllocs(in)
-		if err != nil {
-			return nil, err
-		}
 		split, err := profiled(sh.key, func(measured func(bool)) error {
 			for range profileRuns {
 				c, err := build(ctx, ours, options{wait: sh.wait})
@@ -206,7 +202,8 @@ func profileShapes(ctx context.Context, open func(string) (*input, error)) (map[
 					return err
 				}
 				c.around = measured
-				_, err = feed(ctx, c, []*input{in}, nil, dec)
+				// No allocation counts are read: no decoding's to take out.
+				_, err = feed(ctx, c, []*input{in}, nil, allocs{})
 				c.tel.shutdown()
 				if err != nil {
 					return err

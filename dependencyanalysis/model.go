@@ -157,10 +157,10 @@ type edgeState struct {
 	nextAddr  uint8
 }
 
-// EdgeStateBytes is what the model stores per edge beyond its index: the
+// edgeStateBytes is what the model stores per edge beyond its index: the
 // state in its slab. The index (a map from EdgeKey to a 4-byte slot) adds
-// about 30 bytes more on average.
-const EdgeStateBytes = int(unsafe.Sizeof(edgeState{}))
+// about 50 bytes more (TestEdgeModelMemoryPerEdge).
+const edgeStateBytes = int(unsafe.Sizeof(edgeState{}))
 
 // maxAddresses bounds the addresses an edge remembers (a service behind a
 // few load balancers or DNS names); the oldest makes way for a new one.
@@ -250,9 +250,6 @@ func NewEdgeModel(cfg ModelConfig, opts ...ModelOption) *EdgeModel {
 
 // Config returns the model's configuration.
 func (m *EdgeModel) Config() ModelConfig { return m.cfg }
-
-// MaxEdges reports the bound on the distinct edges the model tracks.
-func (m *EdgeModel) MaxEdges() int { return int(m.maxEdges) }
 
 // hash spreads an edge key over stripes and caches.
 func (k EdgeKey) hash() uint32 {

@@ -283,7 +283,7 @@ func TestEdgeModelMemoryPerEdge(t *testing.T) {
 	runtime.KeepAlive(m)
 	require.Equal(t, n, m.Len())
 	t.Logf("%.0f B per edge with %d edges (%d B of state each); %d edges would take %.0f MiB",
-		perEdge, n, EdgeStateBytes, DefaultMaxEdges, perEdge*DefaultMaxEdges/(1<<20))
+		perEdge, n, edgeStateBytes, DefaultMaxEdges, perEdge*DefaultMaxEdges/(1<<20))
 	assert.LessOrEqual(t, perEdge*DefaultMaxEdges, float64(256<<20), "the default bound's edges fit in 256 MiB")
 
 	small := NewEdgeModel(DefaultConfig().EdgeModel, WithMaxEdges(10_000))

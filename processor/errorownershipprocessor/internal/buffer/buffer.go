@@ -456,13 +456,19 @@ func (b *Buffer) Add(records []dependencyanalysis.Record, sc *Scratch, now int64
 			g.seg = append(g.seg, records[i].Span)
 		}
 	}
-	sorted := sc.byShard(groups, len(b.shards))
+	sorted := groups // one shard: already in order
+	if len(b.shards) > 1 {
+		sorted = sc.byShard(groups, len(b.shards))
+	}
 	for lo := 0; lo < len(sorted); {
 		lo = b.shards[sorted[lo].shard].insertGroups(sorted, lo, now, c)
 	}
 	clear(groups) // the segments belong to the entries now
-	clear(sorted)
-	sc.runs, sc.groups, sc.sorted = runs, groups[:0], sorted[:0]
+	if len(b.shards) > 1 {
+		clear(sorted)
+		sc.sorted = sorted[:0]
+	}
+	sc.runs, sc.groups = runs, groups[:0]
 }
 
 // group finds the trace of each run in the batch's table of traces, adding
@@ -502,11 +508,9 @@ func (sc *Scratch) group(runs []run, records []dependencyanalysis.Record, shards
 	return groups
 }
 
-// byShard returns groups in order of shard, each shard's in arrival order.
+// byShard returns groups in order of shard, each shard's in arrival order,
+// in sc.sorted.
 func (sc *Scratch) byShard(groups []group, shards int) []group {
-	if shards == 1 {
-		return append(sc.sorted[:0], groups...)
-	}
 	counts := slices.Grow(sc.counts[:0], shards+1)[:shards+1]
 	clear(counts)
 	for i := range groups {
