@@ -85,7 +85,7 @@ ORDER BY 1, 2, 3, 4`)).
 			Legend(legend()).
 			Tooltip(tooltip()).
 			Title("Retries sent, received and suppressed").
-			Description("Retries the chosen services sent to their dependencies and received from their callers per second, and the retries their hooks held back: suppressed because the callee unclaimed the error (the storm error ownership prevents) or because the retry budget was spent. Not retried: no retry policy for the call, or attempts or deadline exhausted (retry.decision).").
+			Description("Retries the chosen services sent to their dependencies and received from their callers per second, and the retries their hooks held back: suppressed because the callee unclaimed the error (the storm error ownership prevents) or because the retry budget was spent. Not retried: no retry policy for the call, or attempts or deadline exhausted (error_ownership.retry.decision).").
 			Datasource(postgres).
 			WithTarget(seriesSQL("A", `SELECT $__timeGroupAlias(bucket, $__interval),
        `+perSecond("retries")+` AS "retries sent",

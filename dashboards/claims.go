@@ -14,7 +14,7 @@ func claimAccuracy() *dashboard.DashboardBuilder { //nolint:staticcheck // SA101
 		overrideThresholds("red", 0.9, "orange", 0.99, "green"),
 	}
 	return newDashboard("errorownership-claim-accuracy", "Claim accuracy",
-		"Whether the claims services send (error.claim) can be trusted: the claim sent against the verdict of the analysis, services that never claim, and the trend.").
+		"Whether the claims services send (error_ownership.claim.sent) can be trusted: the claim sent against the verdict of the analysis, services that never claim, and the trend.").
 		WithVariable(serviceVariable()).
 		WithVariable(operationVariable()).
 		WithPanel(table.NewPanelBuilder().

@@ -190,10 +190,10 @@ func promRetryAmplification() *dashboard.DashboardBuilder { //nolint:staticcheck
 			Legend(legend()).
 			Tooltip(tooltip()).
 			Title("Retries sent, received and suppressed").
-			Description("Retries the chosen services sent to their dependencies and received from their callers per second, and the failed attempts their hooks did not retry, by retry.decision: suppressed_unclaimed (the callee unclaimed the error: the storm error ownership prevents), suppressed_budget (the retry budget was spent), no_policy and exhausted.").
+			Description("Retries the chosen services sent to their dependencies and received from their callers per second, and the failed attempts their hooks did not retry, by error_ownership.retry.decision: suppressed_unclaimed (the callee unclaimed the error: the storm error ownership prevents), suppressed_budget (the retry budget was spent), no_policy and exhausted.").
 			Datasource(promSource).
 			WithTarget(promRange("A", rate("", sel(promCallsRetries, opMatch)), "retries sent")).
-			WithTarget(promRange("B", rate("retry_decision", sel(promCallsSuppressed, opMatch)), "not retried: {{retry_decision}}")).
+			WithTarget(promRange("B", rate("error_ownership_retry_decision", sel(promCallsSuppressed, opMatch)), "not retried: {{error_ownership_retry_decision}}")).
 			WithTarget(promRange("C", rate("", sel(promRetried, opMatch)), "retries received")).
 			Unit("reqps").
 			Min(0).
@@ -212,7 +212,7 @@ func promRetryAmplification() *dashboard.DashboardBuilder { //nolint:staticcheck
 			WithTarget(promTable("C", increase("service_name", sel(promRetried, opMatch))+"\n/ "+increase("service_name", sel(promServed, opMatch)))).
 			WithTarget(promTable("D", increase("service_name", sel(promCallsMade, opMatch)))).
 			WithTarget(promTable("E", increase("service_name", sel(promCallsRetries, opMatch)))).
-			WithTarget(promTable("F", increase("service_name", sel(promCallsSuppressed, opMatch, `retry_decision=~"suppressed_.*"`)))).
+			WithTarget(promTable("F", increase("service_name", sel(promCallsSuppressed, opMatch, `error_ownership_retry_decision=~"suppressed_.*"`)))).
 			Transformations(merged("requests served", "retries received", "retries among requests served", "calls made", "retries sent", "retries suppressed")).
 			Unit("short").
 			Thresholds(thresholds("green")).
@@ -333,7 +333,7 @@ func promClaimAccuracy() *dashboard.DashboardBuilder { //nolint:staticcheck // S
 	byOp := "service_name, errorownership_operation"
 	verdict := func(v string) string { return `errorownership_verdict="` + v + `"` }
 	return newPromDashboard("errorownership-prom-claim-accuracy", "Claim accuracy (Prometheus)",
-		"Whether the claims services send (error.claim) can be trusted: the claim sent against the verdict of the analysis, services that never claim, and the trend, from the errorownership connector's metrics.").
+		"Whether the claims services send (error_ownership.claim.sent) can be trusted: the claim sent against the verdict of the analysis, services that never claim, and the trend, from the errorownership connector's metrics.").
 		WithPanel(table.NewPanelBuilder().
 			Title("Claim accuracy per service and operation").
 			Description("Failed requests whose sent claim is the one the rules expect (claimed for own and coincidental errors, unclaimed for propagated ones, claimed when the next hop must retry), per inbound operation, over the time range. Below 99 % the operation's callers retry what they should not, or do not retry what they should; see the confusion matrix.").
@@ -348,11 +348,11 @@ func promClaimAccuracy() *dashboard.DashboardBuilder { //nolint:staticcheck // S
 			Span(12).Height(9)).
 		WithPanel(table.NewPanelBuilder().
 			Title("Confusion matrix: claim sent × verdict").
-			Description("Failed requests in the time range by the claim the service sent (error_claim) and the verdict. Claimed × propagated invites callers to retry a dependency's error (a storm); unclaimed × own stops a retry that would have helped; missing is a service without the hooks (its callers retry within budget).").
+			Description("Failed requests in the time range by the claim the service sent (error_ownership_claim_sent) and the verdict. Claimed × propagated invites callers to retry a dependency's error (a storm); unclaimed × own stops a retry that would have helped; missing is a service without the hooks (its callers retry within budget).").
 			Datasource(promSource).
-			WithTarget(promTable("A", increase(byOp+", error_claim", sel(promFailed, opMatch, verdict("own"))))).
-			WithTarget(promTable("B", increase(byOp+", error_claim", sel(promFailed, opMatch, verdict("coincidental"))))).
-			WithTarget(promTable("C", increase(byOp+", error_claim", sel(promFailed, opMatch, verdict("propagated"))))).
+			WithTarget(promTable("A", increase(byOp+", error_ownership_claim_sent", sel(promFailed, opMatch, verdict("own"))))).
+			WithTarget(promTable("B", increase(byOp+", error_ownership_claim_sent", sel(promFailed, opMatch, verdict("coincidental"))))).
+			WithTarget(promTable("C", increase(byOp+", error_ownership_claim_sent", sel(promFailed, opMatch, verdict("propagated"))))).
 			Transformations(merged("own", "coincidental", "propagated")).
 			Unit("short").
 			Thresholds(thresholds("green")).
@@ -361,8 +361,8 @@ func promClaimAccuracy() *dashboard.DashboardBuilder { //nolint:staticcheck // S
 			Title("Services that never claim (no hooks)").
 			Description("Services whose every failed request in the time range went out without an Error-Claim: they do not run the hooks, so their callers cannot tell their own errors from passed-on ones and retry both within budget. Add the hooks here first where the failures are many.").
 			Datasource(promSource).
-			WithTarget(promTable("A", "("+increase("service_name", sel(promFailed, opMatch, `error_claim="missing"`))+" > 0)"+
-				"\nunless on (service_name)\n("+increase("service_name", sel(promFailed, opMatch, `error_claim!="missing"`))+" > 0)")).
+			WithTarget(promTable("A", "("+increase("service_name", sel(promFailed, opMatch, `error_ownership_claim_sent="missing"`))+" > 0)"+
+				"\nunless on (service_name)\n("+increase("service_name", sel(promFailed, opMatch, `error_ownership_claim_sent!="missing"`))+" > 0)")).
 			Transformations(merged("failed requests without a claim")).
 			Unit("short").
 			Thresholds(thresholds("orange")).
@@ -405,7 +405,7 @@ func promCoincidentalErrors() *dashboard.DashboardBuilder { //nolint:staticcheck
 			Title("Coincidental errors by service and operation").
 			Description("How many coincidental errors each service and operation had in the time range, by the claim sent: claimed is right; unclaimed was sent while the service did not yet know the dependency is tolerated (its hints lagged).").
 			Datasource(promSource).
-			WithTarget(promTable("A", increase("service_name, errorownership_operation, error_claim", sel(promFailed, opMatch, coincidental)))).
+			WithTarget(promTable("A", increase("service_name, errorownership_operation, error_ownership_claim_sent", sel(promFailed, opMatch, coincidental)))).
 			Transformations(merged("coincidental errors")).
 			Unit("short").
 			Thresholds(thresholds("green")).

@@ -68,7 +68,7 @@ type AttributeNames struct {
 	// callee is named by its address (server.address and server.port).
 	PeerService []string `mapstructure:"peer_service"`
 	// RetryAttempt carries the attempt number (0 or absent first). Default:
-	// http.request.resend_count, retry.attempt.
+	// http.request.resend_count, error_ownership.retry.attempt.
 	RetryAttempt []string `mapstructure:"retry_attempt"`
 }
 

@@ -103,7 +103,7 @@ type Span struct {
 	duration uint32 // microseconds, at most maxDuration
 
 	// Attempt is the attempt number of an outbound span, 0 first, from
-	// http.request.resend_count or retry.attempt, at most MaxAttempt;
+	// http.request.resend_count or error_ownership.retry.attempt, at most MaxAttempt;
 	// AttemptUnknown if absent.
 	Attempt int8
 	Kind    Kind
@@ -129,14 +129,14 @@ func (s *Span) SetEnd(end pcommon.Timestamp) {
 	s.duration = uint32(min(uint64(end-s.Start)/uint64(time.Microsecond), maxDuration))
 }
 
-// Claim is error.claim on an inbound span: what the service sent.
+// Claim is error_ownership.claim.sent on an inbound span: what the service sent.
 func (s *Span) Claim() ownership.Claim { return ownership.Claim(s.claims & 3) }
 
-// ClaimReceived is error.claim.received on an outbound span: what the
+// ClaimReceived is error_ownership.claim.received on an outbound span: what the
 // callee sent.
 func (s *Span) ClaimReceived() ownership.Claim { return ownership.Claim(s.claims >> 2 & 3) }
 
-// Decision is retry.decision on an outbound span.
+// Decision is error_ownership.retry.decision on an outbound span.
 func (s *Span) Decision() ownership.RetryDecision { return ownership.RetryDecision(s.claims >> 4 & 7) }
 
 // SetClaim records the claim an inbound span's service sent.

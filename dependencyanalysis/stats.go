@@ -22,7 +22,7 @@ type OperationStats struct {
 	// Verdicts counts failed requests by VerdictKind.
 	Verdicts [4]uint64
 	// Claims is the claim-accuracy confusion matrix: the claim the service
-	// sent (error.claim; ownership.Claim) by the verdict (VerdictKind).
+	// sent (error_ownership.claim.sent; ownership.Claim) by the verdict (VerdictKind).
 	Claims [3][4]uint64
 	// ClaimsCorrect counts failed requests whose sent claim is the one the
 	// rules expect.

@@ -32,11 +32,11 @@ type Verdict struct {
 	// Request is the index in Trace.Requests.
 	Request int32
 	Kind    VerdictKind
-	// Reason is what the service should record as error.claim.reason.
+	// Reason is what the service should record as error_ownership.claim.reason.
 	Reason ownership.Reason
 	// Expected is the claim the rules say the service should send.
 	Expected ownership.Claim
-	// Sent is the claim the service did send (error.claim).
+	// Sent is the claim the service did send (error_ownership.claim.sent).
 	Sent ownership.Claim
 	// TimedOut: the timeout rule decided (the request gave up while a call
 	// was in flight).

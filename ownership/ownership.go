@@ -29,16 +29,16 @@ const (
 // Span attribute names.
 const (
 	// AttrClaim is set on a server span: the Claim the service sent upstream.
-	AttrClaim = "error.claim"
+	AttrClaim = "error_ownership.claim.sent"
 	// AttrClaimReason is set on a server span: the Reason for that claim.
-	AttrClaimReason = "error.claim.reason"
+	AttrClaimReason = "error_ownership.claim.reason"
 	// AttrClaimReceived is set on a client span: the Claim the callee sent.
-	AttrClaimReceived = "error.claim.received"
+	AttrClaimReceived = "error_ownership.claim.received"
 	// AttrRetryDecision is set on a client span: the RetryDecision taken
 	// after the attempt the span records.
-	AttrRetryDecision = "retry.decision"
+	AttrRetryDecision = "error_ownership.retry.decision"
 	// AttrRetryAttempt is set on a client span: the attempt number, 0 first.
-	AttrRetryAttempt = "retry.attempt"
+	AttrRetryAttempt = "error_ownership.retry.attempt"
 	// AttrHTTPResendCount is the OpenTelemetry semantic convention for the
 	// ordinal of an HTTP request resend; absent on the first attempt.
 	AttrHTTPResendCount = "http.request.resend_count"

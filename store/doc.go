@@ -23,7 +23,7 @@
 //	                 calls, failed_calls, attempts, retries,
 //	                 call_failed_request_failed, call_ok_request_failed,
 //	                 failed_alone, failed_alone_request_failed and one
-//	                 column per retry.decision
+//	                 column per error_ownership.retry.decision
 //	address_stats    (bucket, service, peer_service, address): calls
 //	depth_stats      (bucket, root_service, root_operation, depth, service): served
 //	root_stats       (bucket, root_service, root_operation): requests,

@@ -16,7 +16,7 @@ type ServiceEdge struct {
 	// failed, Attempts their attempts and Retries the attempts after a
 	// call's first.
 	Calls, FailedCalls, Attempts, Retries int64
-	// The caller's retry decisions (retry.decision): suppressed ones are the
+	// The caller's retry decisions (error_ownership.retry.decision): suppressed ones are the
 	// storm prevented.
 	Retried, SuppressedUnclaimed, SuppressedBudget, NoPolicy, Exhausted int64
 }

@@ -240,7 +240,7 @@ type ClaimAccuracy struct {
 	// Verdicts counts failed requests by verdict, indexed by
 	// dependencyanalysis.VerdictKind (index 0 unused).
 	Verdicts [4]int64
-	// Requests counts failed requests by the claim sent (error.claim,
+	// Requests counts failed requests by the claim sent (error_ownership.claim.sent,
 	// indexed by ownership.Claim) and the verdict (indexed by
 	// dependencyanalysis.VerdictKind).
 	Requests [3][4]int64
@@ -330,7 +330,7 @@ type Amplification struct {
 	// Calls counts the service's outbound logical calls, Attempts their
 	// attempts and RetriesSent the attempts after a call's first.
 	Calls, Attempts, RetriesSent int64
-	// The service's retry decisions (retry.decision): suppressed ones are
+	// The service's retry decisions (error_ownership.retry.decision): suppressed ones are
 	// the storm prevented.
 	Retried, SuppressedUnclaimed, SuppressedBudget, NoPolicy, Exhausted int64
 }

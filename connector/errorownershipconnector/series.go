@@ -16,10 +16,10 @@ const (
 	AttrServiceName   = "service.name"
 	AttrOperation     = "errorownership.operation"
 	AttrVerdict       = "errorownership.verdict"
-	AttrClaim         = "error.claim"
+	AttrClaim         = "error_ownership.claim.sent"
 	AttrPeerService   = "service.peer.name"
 	AttrPeerOperation = "errorownership.peer.operation"
-	AttrRetryDecision = "retry.decision"
+	AttrRetryDecision = "error_ownership.retry.decision"
 	AttrRootService   = "errorownership.root.service"
 	AttrRootOperation = "errorownership.root.operation"
 	AttrDepth         = "errorownership.depth"
@@ -84,7 +84,7 @@ var metricDefs = [numMetrics]metricDef{
 		description: "Retries sent, attempts after a call's first, by edge."},
 	mCallsSuppressed: {name: "errorownership.calls.retries_suppressed", unit: "{retry}", depth: -1,
 		attrs:       []string{AttrServiceName, AttrOperation, AttrPeerService, AttrPeerOperation, AttrRetryDecision},
-		description: "Failed attempts not retried, by edge and the hooks' retry.decision: suppressed_unclaimed and suppressed_budget (retries the hooks suppressed), no_policy and exhausted."},
+		description: "Failed attempts not retried, by edge and the hooks' error_ownership.retry.decision: suppressed_unclaimed and suppressed_budget (retries the hooks suppressed), no_policy and exhausted."},
 	mRootRequests: {name: "errorownership.root.requests", unit: "{request}", attrs: rootAttrs, depth: -1,
 		description: "Root (user-facing) requests, by root service and operation."},
 	mRootServed: {name: "errorownership.root.served", unit: "{request}", depth: 2,

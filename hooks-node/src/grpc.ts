@@ -57,8 +57,8 @@ const tracer = () => trace.getTracer('@errorownership/hooks');
  * retried where the decision matrix allows, with grpc-previous-rpc-attempts
  * on retries; streaming calls pass through. grpc-js's instrumentation makes
  * one span per call, not per attempt, so the hook makes a CLIENT span per
- * attempt (a child of the active span) and sets retry.attempt,
- * error.claim.received and retry.decision on it.
+ * attempt (a child of the active span) and sets error_ownership.retry.attempt,
+ * error_ownership.claim.received and error_ownership.retry.decision on it.
  */
 export function grpcClientInterceptor(options: GrpcHooksOptions = {}): grpc.Interceptor {
   const settings = resolveSettings(options);
@@ -175,8 +175,8 @@ export function grpcClientInterceptor(options: GrpcHooksOptions = {}): grpc.Inte
  * A server interceptor (grpc-js 1.10+: new grpc.Server({ interceptors: [
  * grpcServerInterceptor()] })): the handler runs with a Ledger in the active
  * context, and a server-fault status gets the error-claim trailer (with
- * grpc-retry-pushback-ms: -1 when unclaimed) and error.claim,
- * error.claim.reason on the active (SERVER) span. A handler's own valid
+ * grpc-retry-pushback-ms: -1 when unclaimed) and error_ownership.claim.sent,
+ * error_ownership.claim.reason on the active (SERVER) span. A handler's own valid
  * claim in its trailers wins; any other value is replaced.
  */
 export function grpcServerInterceptor(options: Pick<GrpcHooksOptions, 'hints' | 'faultCodes'> = {}): grpc.ServerInterceptor {

@@ -17,15 +17,15 @@ export const HTTP_RETRY_ATTEMPT_HEADER = 'Retry-Attempt';
 export const GRPC_PREVIOUS_ATTEMPTS_KEY = 'grpc-previous-rpc-attempts';
 
 /** Server span: the claim the service sent upstream. */
-export const ATTR_CLAIM = 'error.claim';
+export const ATTR_CLAIM = 'error_ownership.claim.sent';
 /** Server span: the reason for that claim. */
-export const ATTR_CLAIM_REASON = 'error.claim.reason';
+export const ATTR_CLAIM_REASON = 'error_ownership.claim.reason';
 /** Client span: the claim the callee sent. */
-export const ATTR_CLAIM_RECEIVED = 'error.claim.received';
+export const ATTR_CLAIM_RECEIVED = 'error_ownership.claim.received';
 /** Client span: the retry decision taken after the attempt. */
-export const ATTR_RETRY_DECISION = 'retry.decision';
+export const ATTR_RETRY_DECISION = 'error_ownership.retry.decision';
 /** Client span: the attempt number, 0 first. */
-export const ATTR_RETRY_ATTEMPT = 'retry.attempt';
+export const ATTR_RETRY_ATTEMPT = 'error_ownership.retry.attempt';
 /** The semantic convention for the ordinal of an HTTP resend; absent on the first attempt. */
 export const ATTR_HTTP_RESEND_COUNT = 'http.request.resend_count';
 

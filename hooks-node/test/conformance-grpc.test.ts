@@ -11,7 +11,7 @@ import { grpcClientInterceptor, grpcServerInterceptor } from '../src/grpc';
 
 const fast = { backoff: { initialMs: 1, maxMs: 1 } };
 const v = load('grpc.json');
-const CLIENT_ATTRS = ['retry.attempt', 'http.request.resend_count', 'error.claim.received', 'retry.decision'];
+const CLIENT_ATTRS = ['error_ownership.retry.attempt', 'http.request.resend_count', 'error_ownership.claim.received', 'error_ownership.retry.decision'];
 
 test('grpc.json client', async t => {
   assert.ok(v.client.cases.length > 0);
@@ -101,7 +101,7 @@ test('grpc.json server', async t => {
         const spans = await spansWhen(all => all.some(s => s.spanContext().spanId === serverSpanId));
         const span = spans.find(s => s.spanContext().spanId === serverSpanId);
         assert.ok(span, 'the SERVER span');
-        assert.deepEqual(pick(span.attributes, ['error.claim', 'error.claim.reason']), tc.want.span, 'SERVER span attributes');
+        assert.deepEqual(pick(span.attributes, ['error_ownership.claim.sent', 'error_ownership.claim.reason']), tc.want.span, 'SERVER span attributes');
       } finally {
         caller.close();
         clients.forEach(c => c.close());

@@ -122,7 +122,7 @@ for (const [kind, makeApp] of [['express', expressApp], ['http.Server', plainApp
             s.kind === SpanKind.SERVER && String(s.attributes['net.host.port'] ?? s.attributes['server.port']) === port;
           const spans = (await spansWhen(all => all.some(isServer))).filter(isServer);
           assert.equal(spans.length, 1, 'one SERVER span');
-          assert.deepEqual(pick(spans[0]!.attributes, ['error.claim', 'error.claim.reason']), tc.want.span, 'SERVER span attributes');
+          assert.deepEqual(pick(spans[0]!.attributes, ['error_ownership.claim.sent', 'error_ownership.claim.reason']), tc.want.span, 'SERVER span attributes');
         } finally {
           await close(app);
           for (const c of callees) await c.close();

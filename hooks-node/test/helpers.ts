@@ -52,7 +52,7 @@ export function close(srv: http.Server): Promise<void> {
   return new Promise(r => srv.close(() => r()));
 }
 
-export const ATTRS = ['retry.attempt', 'http.request.resend_count', 'error.claim.received', 'retry.decision'];
+export const ATTRS = ['error_ownership.retry.attempt', 'http.request.resend_count', 'error_ownership.claim.received', 'error_ownership.retry.decision'];
 
 export function pick(attrs: Record<string, unknown>, keys: string[]): Record<string, unknown> {
   const out: Record<string, unknown> = {};

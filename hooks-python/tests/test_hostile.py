@@ -99,7 +99,7 @@ def raw_callee() -> Iterator[Any]:
 
 
 def _received(spans: Any) -> list[Any]:
-    return [hook_attrs(s).get("error.claim.received") for s in spans.get_finished_spans() if s.kind is SpanKind.CLIENT]
+    return [hook_attrs(s).get("error_ownership.claim.received") for s in spans.get_finished_spans() if s.kind is SpanKind.CLIENT]
 
 
 @pytest.mark.parametrize("kind", ["requests", "httpx"])
@@ -139,7 +139,7 @@ def test_unreachable_callee_is_retried_then_raised(spans: Any) -> None:
             sess.get(url, timeout=5)
     (out,) = ledger.outcomes()
     assert out.failed and out.decision.value == "exhausted" and out.received.value == "missing"
-    assert [hook_attrs(x).get("retry.decision") for x in spans.get_finished_spans() if x.kind is SpanKind.CLIENT] == [
+    assert [hook_attrs(x).get("error_ownership.retry.decision") for x in spans.get_finished_spans() if x.kind is SpanKind.CLIENT] == [
         "retried",
         "retried",
         "exhausted",

@@ -86,7 +86,7 @@ func StreamClientInterceptor(opts ...Option) grpc.StreamClientInterceptor {
 
 // ClientHandler wraps the stats.Handler that makes a client span per attempt
 // (otelgrpc.NewClientHandler()), so that each attempt's span gets
-// error.claim.received, retry.decision and retry.attempt before it ends:
+// error_ownership.claim.received, error_ownership.retry.decision and error_ownership.retry.attempt before it ends:
 //
 //	grpc.WithStatsHandler(hooksgrpc.ClientHandler(otelgrpc.NewClientHandler()))
 //

@@ -17,11 +17,11 @@
 //		grpc.WithChainStreamInterceptor(hooksgrpc.StreamClientInterceptor(hooksgrpc.WithHints(h))))
 //
 // The server interceptors run inside otelgrpc's server span and set
-// error.claim and error.claim.reason on it. The client interceptors retry
+// error_ownership.claim.sent and error_ownership.claim.reason on it. The client interceptors retry
 // by invoking again, so each attempt gets its own otelgrpc CLIENT span;
 // ClientHandler lets the retry decision be taken while that span is still
-// open, so it carries retry.attempt, error.claim.received and
-// retry.decision. Handlers must make their outbound calls with the call's
+// open, so it carries error_ownership.retry.attempt, error_ownership.claim.received and
+// error_ownership.retry.decision. Handlers must make their outbound calls with the call's
 // context, which carries the hooks.Ledger.
 //
 // Operations are named as otelgrpc names its spans and the analysis its

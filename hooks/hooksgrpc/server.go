@@ -30,7 +30,7 @@ import (
 // client already retried.
 //
 // On the active span (the server span of otelgrpc.NewServerHandler) it sets
-// error.claim and error.claim.reason.
+// error_ownership.claim.sent and error_ownership.claim.reason.
 //
 // Options: WithHints, WithFaultCodes.
 func UnaryServerInterceptor(opts ...Option) grpc.UnaryServerInterceptor {

@@ -11,9 +11,9 @@
 //
 // Order matters for tracing. The Middleware goes inside otelhttp.NewHandler,
 // so the server span is active when the claim is decided and gets
-// error.claim and error.claim.reason. The Transport goes outside
+// error_ownership.claim.sent and error_ownership.claim.reason. The Transport goes outside
 // otelhttp.NewTransport, so each attempt is its own CLIENT span carrying
-// retry.attempt, error.claim.received and retry.decision (wrapped the other
+// error_ownership.retry.attempt, error_ownership.claim.received and error_ownership.retry.decision (wrapped the other
 // way, one span covers all attempts and none gets them). Handlers must make
 // their outbound calls with the request's context (r.Context()): that is
 // how the Transport finds the request's hooks.Ledger. A call made with

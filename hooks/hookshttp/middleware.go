@@ -30,7 +30,7 @@ import (
 // the relay's callers retry what its transport already retried.
 //
 // On the active span (the server span, when Middleware runs inside
-// otelhttp.NewHandler) it sets error.claim and error.claim.reason.
+// otelhttp.NewHandler) it sets error_ownership.claim.sent and error_ownership.claim.reason.
 //
 // Put it outside anything that answers for the handler, such as
 // http.TimeoutHandler: an answer written around it carries no claim, and a

@@ -295,7 +295,7 @@ func TestCoincidental(t *testing.T) {
 			// recommendations has no hooks: its failures come without a claim.
 			wantReason := map[string]string{"claimed": "coincidental", "unclaimed": "missing_downstream_claim"}[tc.wantClaim]
 			if got := b.SpanAttrs(t, trace.SpanKindServer, ownership.AttrClaimReason, 1); len(got) == 0 || got[0] != wantReason {
-				t.Errorf("B's error.claim.reason %q, want %q", got, wantReason)
+				t.Errorf("B's error_ownership.claim.reason %q, want %q", got, wantReason)
 			}
 		})
 	}

@@ -33,7 +33,7 @@ import (
 //	hookshttp.Transport(otelhttp.NewTransport(http.DefaultTransport))
 //
 // Each attempt is then its own CLIENT span, and Transport sets
-// error.claim.received, retry.decision, retry.attempt and
+// error_ownership.claim.received, error_ownership.retry.decision, error_ownership.retry.attempt and
 // http.request.resend_count on it (it finds the span through the
 // response's request, before the span ends with the body). Wrapped the
 // other way, all attempts share one span and get no attributes. An attempt

@@ -40,7 +40,7 @@ type Verdict struct {
 	Symbols            *dependencyanalysis.Symbols
 	Service, Operation dependencyanalysis.Symbol
 	Kind               dependencyanalysis.VerdictKind
-	// Sent is the claim the service sent (error.claim).
+	// Sent is the claim the service sent (error_ownership.claim.sent).
 	Sent    ownership.Claim
 	TraceID pcommon.TraceID
 	SpanID  pcommon.SpanID

@@ -163,7 +163,7 @@ type World struct {
 	RouteAttr string
 	// MarkResends makes services without hooks mark their retries with
 	// http.request.resend_count (the default). Off, their retries are
-	// marked by nothing. Services with hooks always set retry.attempt.
+	// marked by nothing. Services with hooks always set error_ownership.retry.attempt.
 	MarkResends bool
 
 	name     string
@@ -232,9 +232,9 @@ func (w *World) Service(name string) *Service {
 }
 
 // Hooks installs the ownership hooks: the service claims or unclaims its
-// errors (error.claim, error.claim.reason), and its client records what it
-// received and decided (error.claim.received, retry.attempt,
-// retry.decision) and retries only claimed or missing errors.
+// errors (error_ownership.claim.sent, error_ownership.claim.reason), and its client records what it
+// received and decided (error_ownership.claim.received, error_ownership.retry.attempt,
+// error_ownership.retry.decision) and retries only claimed or missing errors.
 func (s *Service) Hooks() *Service { s.hooks = true; return s }
 
 // Retry sets the service's retry policy for all its outbound calls.
@@ -359,7 +359,7 @@ type Request struct {
 }
 
 // callRecord is a logical call as the caller's hooks saw it; decision is
-// the retry.decision its last attempt records, none without hooks.
+// the error_ownership.retry.decision its last attempt records, none without hooks.
 type callRecord struct {
 	edge     edgeKey
 	failed   bool
@@ -515,7 +515,7 @@ func (r *Request) call(t Target, start time.Duration) (Result, time.Duration) {
 		}
 		rec = callRecord{edge: edge, failed: failed, timedOut: timedOut, claim: claim}
 		if caller.hooks {
-			rec.decision = decision // what retry.decision records
+			rec.decision = decision // what error_ownership.retry.decision records
 		}
 
 		sp := spanRecord{

@@ -60,7 +60,7 @@ type ServiceExpectation struct {
 	// ExpectedClaims counts failed inbound spans by the claim the rules say
 	// the service should send: claimed, unclaimed.
 	ExpectedClaims map[string]int `json:"expected_claims,omitempty"`
-	// SentClaims counts failed inbound spans by the claim error.claim says
+	// SentClaims counts failed inbound spans by the claim error_ownership.claim.sent says
 	// the service sent: claimed, unclaimed, missing.
 	SentClaims map[string]int `json:"sent_claims,omitempty"`
 }

@@ -16,7 +16,7 @@ type edgeKey struct{ service, operation, peer, peerOperation string }
 
 type serviceTruth struct {
 	served, retries, failed int
-	sent                    map[string]int // error.claim of failed requests, "missing" if none
+	sent                    map[string]int // error_ownership.claim.sent of failed requests, "missing" if none
 }
 
 // edgeTruth counts, over inbound requests, those whose logical call on the

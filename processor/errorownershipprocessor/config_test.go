@@ -41,7 +41,7 @@ func TestLoadConfig(t *testing.T) {
 	}
 	custom.Attributes = dependencyanalysis.AttributeNames{
 		PeerService:  []string{"service.peer.name", "peer.service"},
-		RetryAttempt: []string{"retry.attempt"},
+		RetryAttempt: []string{"error_ownership.retry.attempt"},
 	}
 
 	tests := []struct {

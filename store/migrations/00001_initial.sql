@@ -28,7 +28,7 @@ CREATE TABLE operation_stats (
 ) PARTITION BY RANGE (bucket);
 COMMENT ON TABLE operation_stats IS 'Per bucket and inbound operation: requests served, retries among them, failures and their verdicts, claim accuracy. Sums over collector replicas.';
 COMMENT ON COLUMN operation_stats.retries_received IS 'Served requests whose calling attempt was a retry.';
-COMMENT ON COLUMN operation_stats.claims_correct IS 'Failed requests whose sent claim (error.claim) is the one the rules expect.';
+COMMENT ON COLUMN operation_stats.claims_correct IS 'Failed requests whose sent claim (error_ownership.claim.sent) is the one the rules expect.';
 
 CREATE TABLE claim_accuracy (
     bucket     timestamptz NOT NULL,
@@ -60,7 +60,7 @@ CREATE TABLE edge_stats (
     exhausted                  bigint      NOT NULL DEFAULT 0,
     PRIMARY KEY (bucket, service, operation, peer_service, peer_operation)
 ) PARTITION BY RANGE (bucket);
-COMMENT ON TABLE edge_stats IS 'Per bucket and edge (service, operation) -> (peer_service, peer_operation): logical calls, attempts, the edge model''s observations and the callers'' retry decisions (retry.decision).';
+COMMENT ON TABLE edge_stats IS 'Per bucket and edge (service, operation) -> (peer_service, peer_operation): logical calls, attempts, the edge model''s observations and the callers'' retry decisions (error_ownership.retry.decision).';
 COMMENT ON COLUMN edge_stats.call_failed_request_failed IS 'Failed logical calls whose inbound request failed too: with failed_calls, the edge model''s evidence for fail-close.';
 COMMENT ON COLUMN edge_stats.call_ok_request_failed IS 'Successful logical calls whose inbound request failed anyway.';
 

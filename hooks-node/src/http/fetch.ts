@@ -71,8 +71,8 @@ export function discardBody(res: Response): void {
  *
  * Under @opentelemetry/instrumentation-undici each attempt is its own
  * CLIENT span; with undiciHooks() in the instrumentation's config the hook
- * sets retry.attempt, http.request.resend_count, error.claim.received and
- * retry.decision on it.
+ * sets error_ownership.retry.attempt, http.request.resend_count, error_ownership.claim.received and
+ * error_ownership.retry.decision on it.
  */
 export function createFetch(options: FetchHooksOptions = {}): HookedFetch {
   const settings = resolveSettings(options);

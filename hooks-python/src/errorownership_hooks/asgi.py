@@ -7,8 +7,8 @@
 The middleware serves each HTTP request with a Ledger in the OpenTelemetry
 context and sets ``Error-Claim`` on server-fault responses (5xx by default)
 in their ``http.response.start`` message. A handler that set one clean
-claim wins; anything else is replaced. ``error.claim`` and
-``error.claim.reason`` go on the span current when the request came in:
+claim wins; anything else is replaced. ``error_ownership.claim.sent`` and
+``error_ownership.claim.reason`` go on the span current when the request came in:
 the server span under opentelemetry-instrumentation-asgi or -fastapi.
 """
 

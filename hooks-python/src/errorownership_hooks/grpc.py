@@ -20,7 +20,7 @@ client interceptor between the hooks and their ``attempt_interceptor``:
 
 The server interceptor sets ``error-claim`` (and
 ``grpc-retry-pushback-ms: -1`` with ``unclaimed``) on server-fault
-statuses, and ``error.claim`` / ``error.claim.reason`` on the current
+statuses, and ``error_ownership.claim.sent`` / ``error_ownership.claim.reason`` on the current
 span (the server span of opentelemetry-instrumentation-grpc, listed before
 it in ``interceptors``).
 """

@@ -10,9 +10,9 @@ Transport wraps an ``httpx.HTTPTransport`` (or the transport given) and
 calls it once per attempt. Under opentelemetry-instrumentation-httpx, which
 wraps ``HTTPTransport.handle_request``, each attempt is its own CLIENT span;
 the hooks settle each attempt inside that span (from the connection pool
-the instrumented transport calls) and set ``retry.attempt``,
-``http.request.resend_count``, ``error.claim.received`` and
-``retry.decision`` on it. A transport without a ``_pool`` gets no
+the instrumented transport calls) and set ``error_ownership.retry.attempt``,
+``http.request.resend_count``, ``error_ownership.claim.received`` and
+``error_ownership.retry.decision`` on it. A transport without a ``_pool`` gets no
 per-attempt attributes; the retries still follow the rules.
 """
 

@@ -19,11 +19,11 @@ HTTP_RETRY_ATTEMPT_HEADER = "Retry-Attempt"
 GRPC_PREVIOUS_ATTEMPTS_KEY = "grpc-previous-rpc-attempts"
 
 # Span attribute names.
-ATTR_CLAIM = "error.claim"
-ATTR_CLAIM_REASON = "error.claim.reason"
-ATTR_CLAIM_RECEIVED = "error.claim.received"
-ATTR_RETRY_DECISION = "retry.decision"
-ATTR_RETRY_ATTEMPT = "retry.attempt"
+ATTR_CLAIM = "error_ownership.claim.sent"
+ATTR_CLAIM_REASON = "error_ownership.claim.reason"
+ATTR_CLAIM_RECEIVED = "error_ownership.claim.received"
+ATTR_RETRY_DECISION = "error_ownership.retry.decision"
+ATTR_RETRY_ATTEMPT = "error_ownership.retry.attempt"
 ATTR_HTTP_RESEND_COUNT = "http.request.resend_count"
 
 # The hints document.
@@ -51,7 +51,7 @@ class Claim(str, enum.Enum):
 
 
 class Reason(str, enum.Enum):
-    """Why a service sent the claim it sent (``error.claim.reason``)."""
+    """Why a service sent the claim it sent (``error_ownership.claim.reason``)."""
 
     NONE = ""
     OWN = "own"
@@ -64,7 +64,7 @@ class Reason(str, enum.Enum):
 
 
 class RetryDecision(str, enum.Enum):
-    """What a caller did after a failed attempt (``retry.decision``)."""
+    """What a caller did after a failed attempt (``error_ownership.retry.decision``)."""
 
     NONE = ""
     RETRIED = "retried"

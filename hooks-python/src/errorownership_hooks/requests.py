@@ -14,8 +14,8 @@ logical call is recorded in the ledger of the current inbound request.
 Under opentelemetry-instrumentation-requests each attempt is its own CLIENT
 span (the Session retries above the instrumented ``Session.send``), and the
 adapter the Session mounts, which runs inside that span, sets
-``retry.attempt``, ``http.request.resend_count``, ``error.claim.received``
-and ``retry.decision`` on it.
+``error_ownership.retry.attempt``, ``http.request.resend_count``, ``error_ownership.claim.received``
+and ``error_ownership.retry.decision`` on it.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ context, so the client hooks record the request's outbound calls, and sets
 ``Error-Claim`` on server-fault responses (5xx by default) in
 ``start_response``. A handler that set one clean ``claimed`` or
 ``unclaimed`` wins; anything else (a relayed callee's garbage) is replaced.
-``error.claim`` and ``error.claim.reason`` go on the span current when the
+``error_ownership.claim.sent`` and ``error_ownership.claim.reason`` go on the span current when the
 request came in: the server span under opentelemetry-instrumentation-wsgi
 or -flask (put this middleware inside theirs).
 """

@@ -69,10 +69,10 @@ type Case struct {
 	// WantRetryAttempts are the retry-attempt numbers C saw, in order
 	// ("" when absent, i.e. the first attempt).
 	WantRetryAttempts []string
-	// WantBClaim and WantBReason are error.claim and error.claim.reason on
+	// WantBClaim and WantBReason are error_ownership.claim.sent and error_ownership.claim.reason on
 	// B's server spans ("" to skip).
 	WantBClaim, WantBReason string
-	// WantBDecisions are retry.decision on B's attempt spans to C, in
+	// WantBDecisions are error_ownership.retry.decision on B's attempt spans to C, in
 	// order, "" for an attempt without one (nil to skip).
 	WantBDecisions []string
 	// WantADecisions likewise for A's attempts to B.
@@ -212,18 +212,18 @@ func Check(t *testing.T, tc Case, attemptKey string, a, b, c Observed) {
 		reasons := SpanAttrs(b.Spans, trace.SpanKindServer, ownership.AttrClaimReason, tc.WantB)
 		for i := range claims {
 			if claims[i] != tc.WantBClaim || reasons[i] != tc.WantBReason {
-				t.Errorf("B's server span %d: error.claim %q, reason %q; want %q, %q", i, claims[i], reasons[i], tc.WantBClaim, tc.WantBReason)
+				t.Errorf("B's server span %d: error_ownership.claim.sent %q, reason %q; want %q, %q", i, claims[i], reasons[i], tc.WantBClaim, tc.WantBReason)
 			}
 		}
 	}
 	if tc.WantBDecisions != nil {
 		got := SpanAttrs(b.Spans, trace.SpanKindClient, ownership.AttrRetryDecision, len(tc.WantBDecisions))
 		if !slices.Equal(got, tc.WantBDecisions) {
-			t.Errorf("B's attempt spans: retry.decision %q, want %q", got, tc.WantBDecisions)
+			t.Errorf("B's attempt spans: error_ownership.retry.decision %q, want %q", got, tc.WantBDecisions)
 		}
 	}
 	if got := SpanAttrs(a.Spans, trace.SpanKindClient, ownership.AttrRetryDecision, len(tc.WantADecisions)); !slices.Equal(got, tc.WantADecisions) {
-		t.Errorf("A's attempt spans: retry.decision %q, want %q", got, tc.WantADecisions)
+		t.Errorf("A's attempt spans: error_ownership.retry.decision %q, want %q", got, tc.WantADecisions)
 	}
 }
 

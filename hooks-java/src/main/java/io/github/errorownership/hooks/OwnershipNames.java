@@ -17,15 +17,15 @@ public final class OwnershipNames {
   public static final String GRPC_PREVIOUS_ATTEMPTS_KEY = "grpc-previous-rpc-attempts";
 
   /** Server span attribute: the claim the service sent. */
-  public static final String ATTR_CLAIM = "error.claim";
+  public static final String ATTR_CLAIM = "error_ownership.claim.sent";
   /** Server span attribute: the reason for that claim. */
-  public static final String ATTR_CLAIM_REASON = "error.claim.reason";
+  public static final String ATTR_CLAIM_REASON = "error_ownership.claim.reason";
   /** Client span attribute: the claim the callee sent. */
-  public static final String ATTR_CLAIM_RECEIVED = "error.claim.received";
+  public static final String ATTR_CLAIM_RECEIVED = "error_ownership.claim.received";
   /** Client span attribute: the retry decision taken after the attempt. */
-  public static final String ATTR_RETRY_DECISION = "retry.decision";
+  public static final String ATTR_RETRY_DECISION = "error_ownership.retry.decision";
   /** Client span attribute: the attempt number, 0 first. */
-  public static final String ATTR_RETRY_ATTEMPT = "retry.attempt";
+  public static final String ATTR_RETRY_ATTEMPT = "error_ownership.retry.attempt";
   /** The semantic convention for the ordinal of an HTTP resend; absent on the first attempt. */
   public static final String ATTR_HTTP_RESEND_COUNT = "http.request.resend_count";
 

@@ -1,6 +1,6 @@
 package io.github.errorownership.hooks;
 
-/** Why a service sent the claim it sent ({@code error.claim.reason}). */
+/** Why a service sent the claim it sent ({@code error_ownership.claim.reason}). */
 public enum Reason {
   /** The request did not fail, or nothing is known. */
   NONE(""),

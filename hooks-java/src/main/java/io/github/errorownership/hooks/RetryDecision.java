@@ -1,6 +1,6 @@
 package io.github.errorownership.hooks;
 
-/** What a caller did after a failed attempt ({@code retry.decision}). */
+/** What a caller did after a failed attempt ({@code error_ownership.retry.decision}). */
 public enum RetryDecision {
   /** Not recorded: no hooks, or the attempt succeeded. */
   NONE(""),

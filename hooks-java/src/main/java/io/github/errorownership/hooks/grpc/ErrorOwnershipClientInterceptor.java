@@ -43,8 +43,8 @@ import java.util.function.Predicate;
  * caller only ever sees the last attempt. Streaming calls pass through unchanged.
  *
  * <p>With {@link Builder#setOpenTelemetry} each attempt is a CLIENT span made by the hooks
- * (context injected into the metadata) carrying {@code retry.attempt}, and {@code
- * error.claim.received} and {@code retry.decision} on failed attempts.
+ * (context injected into the metadata) carrying {@code error_ownership.retry.attempt}, and {@code
+ * error_ownership.claim.received} and {@code error_ownership.retry.decision} on failed attempts.
  */
 public final class ErrorOwnershipClientInterceptor implements ClientInterceptor {
   private static final Metadata.Key<String> PREVIOUS =

@@ -29,7 +29,7 @@ import java.util.Set;
  * unclaimed}. A handler that set {@code error-claim} itself to one valid value wins; any other
  * value is replaced. The server span ({@link Span#current()} when the call starts: register this
  * interceptor so that it runs inside the OpenTelemetry gRPC instrumentation's) gets {@code
- * error.claim} and {@code error.claim.reason}.
+ * error_ownership.claim.sent} and {@code error_ownership.claim.reason}.
  */
 public final class ErrorOwnershipServerInterceptor implements ServerInterceptor {
   static final Metadata.Key<String> CLAIM_KEY =

@@ -50,8 +50,8 @@ import javax.net.ssl.SSLParameters;
  *
  * <p>With {@link Builder#setOpenTelemetry}, each attempt is a CLIENT span of its own, made by the
  * hooks (with the HTTP semantic conventions' basic attributes and the context injected into the
- * request), carrying {@code retry.attempt}, {@code http.request.resend_count} (retries), {@code
- * error.claim.received} and {@code retry.decision} (failed attempts). Without it the hooks make
+ * request), carrying {@code error_ownership.retry.attempt}, {@code http.request.resend_count} (retries), {@code
+ * error_ownership.claim.received} and {@code error_ownership.retry.decision} (failed attempts). Without it the hooks make
  * no spans and set no attributes.
  *
  * <pre>{@code

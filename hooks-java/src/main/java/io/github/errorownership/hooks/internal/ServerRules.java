@@ -36,14 +36,14 @@ public final class ServerRules {
     };
   }
 
-  /** Sets {@code error.claim} on the server span: the claim the handler sent itself. */
+  /** Sets {@code error_ownership.claim.sent} on the server span: the claim the handler sent itself. */
   public static void annotate(Span span, Claim own) {
     if (span.isRecording()) {
       span.setAttribute(CLAIM, own.wireName());
     }
   }
 
-  /** Sets {@code error.claim} and {@code error.claim.reason} on the server span. */
+  /** Sets {@code error_ownership.claim.sent} and {@code error_ownership.claim.reason} on the server span. */
   public static void annotate(Span span, Verdict v) {
     if (span.isRecording()) {
       span.setAttribute(CLAIM, v.claim().wireName());

@@ -39,8 +39,8 @@ import java.util.function.IntPredicate;
  * is replaced.
  *
  * <p>On {@link Span#current()} (the server span, under the OpenTelemetry Java agent or a servlet
- * instrumentation filter placed before this one) it sets {@code error.claim} and {@code
- * error.claim.reason}.
+ * instrumentation filter placed before this one) it sets {@code error_ownership.claim.sent} and {@code
+ * error_ownership.claim.reason}.
  */
 public final class ErrorOwnershipFilter implements Filter {
 

@@ -13,9 +13,9 @@ import java.util.Map;
 
 /** Compares the hooks' attributes on spans with a vector's want. */
 public final class SpanCheck {
-  public static final List<String> CLIENT_KEYS = List.of("retry.attempt",
-      "http.request.resend_count", "error.claim.received", "retry.decision");
-  public static final List<String> SERVER_KEYS = List.of("error.claim", "error.claim.reason");
+  public static final List<String> CLIENT_KEYS = List.of("error_ownership.retry.attempt",
+      "http.request.resend_count", "error_ownership.claim.received", "error_ownership.retry.decision");
+  public static final List<String> SERVER_KEYS = List.of("error_ownership.claim.sent", "error_ownership.claim.reason");
 
   private SpanCheck() {}
 
