@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 # errorownership — see README.md.
 GO       ?= go
 BUILDER_VERSION ?= v0.165.0
@@ -86,6 +88,7 @@ check-modules:
 
 ## lint: go vet and golangci-lint (.golangci.yml: its linters, and the gci and gofmt formatters) over every module, gofmt over every file
 lint: $(GOLANGCI_LINT)
+	bash .ci/check-spdx
 	@for m in $(MODULES); do echo "go vet ($$m)"; (cd $$m && $(GO) vet ./...) || exit 1; done
 	@for m in $(MODULES); do echo "golangci-lint ($$m)"; (cd $$m && $(GOLANGCI_LINT) run ./...) || exit 1; done
 	@# gofmt too over every file, for those golangci-lint's build leaves out (race, other systems).

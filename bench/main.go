@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command bench-peers measures the errorownership processor side by side
 // with its peers — the contrib spanmetrics connector, the contrib
 // groupbytrace processor and a no-op processor — on the same batches, and

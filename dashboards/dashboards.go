@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package dashboards builds the Grafana dashboards over the errorownership
 // store: Retry amplification, Error ownership, Claim accuracy, Coincidental
 // errors and Edge model; and the first four again over Prometheus, from the

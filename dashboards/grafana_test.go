@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package dashboards
 
 // What Grafana does to a panel's SQL before PostgreSQL sees it, for the

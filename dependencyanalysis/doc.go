@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package dependencyanalysis is the error-ownership engine: it turns spans
 // into compact records, links them into requests and logical calls, learns
 // per edge whether a dependency's failure fails the request (fail-close) or is

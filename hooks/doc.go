@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package hooks is the core of the error-ownership SDK hooks: the pure
 // decisions of docs/design.md §4, the request-scoped Ledger that feeds them, and the
 // retry Budget. The transports and middleware live in hookshttp and

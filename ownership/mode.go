@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package ownership
 
 // Mode is what the dependency analysis learned about an edge: whether the

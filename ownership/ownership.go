@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package ownership is the shared vocabulary of error ownership
 // (docs/design.md §3): the header, metadata and span attribute names and the
 // values they carry, the edge modes, and the ownership hints' wire format

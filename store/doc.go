@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package store keeps the error-ownership statistics in PostgreSQL: the
 // time-bucketed figures of the dependency analysis, the edge model learned
 // from them, and the audit log of coincidental errors. Several collector

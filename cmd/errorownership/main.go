@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command errorownership analyses traces for error ownership: which service
 // originated each error, which only passed it on, and how much retrying
 // multiplied the load.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package errorownershipconnector is an OpenTelemetry Collector connector,
 // traces to metrics, that turns the error-ownership analysis into metrics
 // for Prometheus and its kin: failed requests by verdict and claim sent,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Written in the shape of the component tests mdatagen generates for a
 // collector component, which this module cannot run mdatagen to make.
 

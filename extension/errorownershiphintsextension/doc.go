@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package errorownershiphintsextension serves the ownership hints
 // (docs/design.md §9.3), GET /v1/hints?service=NAME, the edge model's
 // modes and the retry budget that services' SDK hooks read: from the model

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Per-request overhead of the server hooks plus the client hooks against
 // the bare path. No OpenTelemetry SDK is registered (the API's no-op), so
 // the figures are the hooks' own cost. Run: npm run bench.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import { RetryBudgetLimits, defaultRetryBudget } from './ownership';
 
 /** How long a deposit counts by default (Finagle's TTL): 10 s. */

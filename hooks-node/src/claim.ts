@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import { Claim, Mode, Reason, RetryDecision } from './ownership';
 import type { RetryBudget } from './budget';
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /**
  * The @grpc/grpc-js hooks: a client interceptor that retries unary calls by
  * the decision matrix, and a server interceptor (grpc-js 1.10+) that claims

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 export * from './ownership';
 export { RetryBudget, RetryBudgetOptions, DEFAULT_BUDGET_WINDOW_MS } from './budget';
 export { decideClaim, decideRetry, ModeFunc, HintSource, Outcome } from './claim';

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { Context, context, createContextKey } from '@opentelemetry/api';
 import { Claim, Reason } from './ownership';

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /**
  * The shared vocabulary of error ownership (docs/design.md §3): wire names,
  * span attribute names, the spellings of claims, reasons, retry decisions and

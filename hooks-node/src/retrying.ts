@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import { RetryBudget } from './budget';
 import { HintSource } from './claim';
 import { RetryBudgetLimits, defaultRetryBudget } from './ownership';

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /**
  * Matching route templates, as each framework's OpenTelemetry
  * instrumentation names a server span's http.route, to concrete operations

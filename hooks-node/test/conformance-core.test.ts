@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { load } from './vectors';

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import { exporter, tracer, spansWhen, context, trace } from './otel';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';

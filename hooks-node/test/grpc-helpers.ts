@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import * as grpc from '@grpc/grpc-js';
 
 const id = (b: Buffer): Buffer => b;

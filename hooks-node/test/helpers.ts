@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import * as http from 'node:http';
 import { AddressInfo } from 'node:net';
 

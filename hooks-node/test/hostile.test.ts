@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Ported from hooks/hookshttp/hostile_test.go, hooks/hints/hostile_test.go
 // and hooks/hooksgrpc/hostile_test.go: whatever a callee or a hints server
 // sends, the hooks only ignore or neutralise it; the caller gets what it

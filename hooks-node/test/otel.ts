@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // The OpenTelemetry SDK as a service would set it up, with the in-memory
 // exporter: imported first by the test files that look at spans, before
 // express or any client is loaded, so that the instrumentations patch them.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """Shared fixtures: the conformance vectors, an OpenTelemetry SDK with an
 in-memory exporter and the requests/httpx instrumentations, and scripted
 HTTP callees on 127.0.0.1."""

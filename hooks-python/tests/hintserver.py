@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """A hints server on 127.0.0.1 that serves what a test sets."""
 
 from __future__ import annotations

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """claim.json, retry.json, budget.json, claim_values.json, routes.json."""
 
 from __future__ import annotations

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """grpc.json: the gRPC interceptors over real grpcio servers on 127.0.0.1,
 generic handlers with bytes (no codegen), under the OpenTelemetry gRPC
 interceptors."""

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """hints.json: the hint client against a real hints server on 127.0.0.1."""
 
 from __future__ import annotations

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """client.json (requests, httpx sync and async) and server.json (WSGI under
 wsgiref, ASGI under uvicorn), under the OpenTelemetry instrumentations."""
 

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """Ported from the Go hooks' hostile tests: the hooks never fail a request,
 nor read a claim into one, because of what a callee or a hints server sends."""
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package hints is the client side of the ownership hints
 // (docs/design.md §9.3): a Client polls a collector's errorownership_hints
 // extension for one service's hints (ownership.Hints, served at

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package hooksgrpc puts error ownership into gRPC services: server
 // interceptors that tell callers whether the service owns an error (the
 // error-claim trailer, with grpc-retry-pushback-ms: -1 beside unclaimed),

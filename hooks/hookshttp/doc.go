@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package hookshttp puts error ownership into net/http services: a server
 // Middleware that tells callers whether it owns an error (the Error-Claim
 // response header), and a client Transport that retries only where the

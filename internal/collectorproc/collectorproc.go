@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package collectorproc runs the custom collector (bin/otelcol-errorownership,
 // built by `make otelcol`) as a child process, as users run it: with its
 // configuration files, its health check, its Prometheus telemetry, and

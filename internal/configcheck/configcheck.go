@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package configcheck holds the checks the collector configurations of the
 // processor and the store share, so that they word their errors alike.
 package configcheck

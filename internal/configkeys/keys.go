@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package configkeys says which key a misspelt configuration key may have
 // meant, for the collector components' configurations. (It is apart from
 // configcheck, which the engine uses too, because it reads confmap.)

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package edges is the edge model the errorownership processor's verdicts
 // and hints read (docs/design.md §5): the processor's own (Own), or, with a
 // store, the one merged from every replica's flushes (Store), and the view

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package figures hands an errorownership analysis's results to whoever
 // renders them besides the store: the errorownership connector, which turns
 // them into metrics. The processor publishes its analysis here under its

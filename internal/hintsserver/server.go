@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package hintsserver serves the ownership hints (docs/design.md §9.3):
 // GET /v1/hints?service=NAME, from a view of an edge model, on a confighttp
 // server, so that TLS and the collector's authenticator extensions apply.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package nearname finds the names near a misspelt one, so that an error
 // can say "did you mean": the CLI's flags and the components' configuration
 // keys word it alike.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package otlpfile reads OTLP trace files: protobuf ExportTraceServiceRequest
 // bodies as sent over OTLP/HTTP, the collector's file exporter's output —
 // OTLP JSON (one request per line) or protobuf (`format: proto`: each

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package pgcluster runs throwaway PostgreSQL clusters for the demo, local
 // development and tests: initdb into a private directory, a server listening
 // only on a unix socket in that directory, and nothing left behind

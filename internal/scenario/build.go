@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package scenario builds deterministic OpenTelemetry traces that tell the
 // stories of error ownership: retry storms along a call chain, retry
 // budgets, ownership hooks, coincidental errors, broken trace context and

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package simulation is the retry-storm simulator behind `errorownership demo`:
 // a topology of real net/http services on loopback, instrumented with the
 // OpenTelemetry SDK and exporting OTLP/HTTP to an in-process errorownership

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package soak tells the reliability tests which form to run. Tests named
 // *Soak* run a short form by default, so that `make test` and CI exercise
 // them in seconds, and their long form, minutes each, under `make soak`,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package status reports a component's health through the collector's
 // component status reporting (componentstatus), which a status-aware health
 // check such as healthcheckv2 shows, from the several parts that make it up:

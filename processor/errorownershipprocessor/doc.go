@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package errorownershipprocessor is an OpenTelemetry Collector processor
 // that passes traces on unchanged and, on the side, runs the error-ownership
 // dependency analysis: it buffers compact span records by trace, learns per

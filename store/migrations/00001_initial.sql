@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: Apache-2.0
+
 -- The error-ownership statistics store. See store/doc.go for how the tables
 -- are written and merged.
 --

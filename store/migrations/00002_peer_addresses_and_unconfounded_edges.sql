@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: Apache-2.0
+
 -- Version 2: the edge model judged on unconfounded evidence, the addresses
 -- callers use to reach their peers, and decay bounded by the database's clock.
 

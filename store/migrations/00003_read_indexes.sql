@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: Apache-2.0
+
 -- Version 3: indexes for the readers that ask about some services over a
 -- time range (the Grafana dashboards, the Grafana data source, the hints of
 -- one service), and an edge_model() that reads one caller's edges by index.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package pgtest gives tests throwaway PostgreSQL clusters: Start for a
 // private cluster a test may stop, restart or crash (Cluster.Kill),
 // NewDatabase for a fresh database in one cluster shared by the test binary

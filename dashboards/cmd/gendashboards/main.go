@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command gendashboards writes the errorownership Grafana dashboards as
 // JSON, one file each, into a directory (make dashboards: dashboards/json).
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command simfeed feeds a collector with the retry-storm simulator until it
 // is stopped, for dashboards to show: in rounds, the chain of docs/design.md §1
 // A→B→C→D→E→F→G with D failing under each retry policy, and the checkout

@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: Apache-2.0
+
 -- Grafana reads the store as a user that can only read: SELECT on every
 -- table the collector (user errorownership) creates, now and later — its
 -- migrations and its daily partitions.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package simtest fills a store for the dashboards' and the plugin's tests
 // with a short retry-storm simulator run: real services instrumented with
 // the OpenTelemetry SDK, the real errorownership processor, PostgreSQL.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command gpx_errorownership is the backend of the errorownership Grafana
 // data source. Grafana starts it, as it starts every backend plugin, with
 // the plugin handshake (github.com/hashicorp/go-plugin) and speaks the

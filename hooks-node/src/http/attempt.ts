@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import { Context, Span, context, createContextKey } from '@opentelemetry/api';
 import type { RetryBudget } from '../budget';
 import { decideRetry } from '../claim';

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import { RetrySettings } from '../retrying';
 
 /** Options of the HTTP client hooks (fetch and http.request). */

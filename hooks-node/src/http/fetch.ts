@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import { context } from '@opentelemetry/api';
 import { ledgerFrom } from '../ledger';
 import { HTTP_RETRY_ATTEMPT_HEADER } from '../ownership';

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import type { Span } from '@opentelemetry/api';
 import { attemptOf, bindActiveAttempt, rawValues } from './attempt';
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import * as http from 'node:http';
 import * as https from 'node:https';
 import { context } from '@opentelemetry/api';

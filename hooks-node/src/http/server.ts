@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import type { IncomingMessage, ServerResponse, OutgoingHttpHeaders } from 'node:http';
 import { Span, context, createContextKey, trace } from '@opentelemetry/api';
 import { HintSource, ModeFunc } from '../claim';

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """Error ownership hooks for Python services (docs/design.md).
 
 A server that originates an error claims it (``Error-Claim: claimed``, the

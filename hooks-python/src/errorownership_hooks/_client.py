@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """What the HTTP and gRPC client hooks share: one logical call across its
 attempts, and the settling of each attempt where its span is current."""
 

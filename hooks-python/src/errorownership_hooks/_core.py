@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """The rules: the claim decision, the retry decision, the retry budget, the
 ledger of a request's outbound calls, and what the client hooks share."""
 

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """What the server hooks share: deciding the claim of a failed request."""
 
 from __future__ import annotations

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """Server hooks for ASGI (FastAPI, Starlette, any ASGI app).
 
     from errorownership_hooks.asgi import ErrorOwnershipMiddleware

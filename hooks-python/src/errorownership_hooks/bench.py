@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """Per-request overhead of the hooks against the bare path, in process (no
 network, no OpenTelemetry SDK: the API's no-op tracer), printed as µs/op.
 

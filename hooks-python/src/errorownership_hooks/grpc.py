@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """gRPC hooks for grpcio: a client interceptor that retries by the rules of
 error ownership and a server interceptor that claims errors.
 

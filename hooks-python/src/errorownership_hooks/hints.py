@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """The hint client: polls a collector's ownership hints
 (``GET /v1/hints?service=NAME``, docs/design.md §9.3) in a daemon thread and
 answers the hooks' questions from the last good document, never waiting on

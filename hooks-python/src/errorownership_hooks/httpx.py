@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """Client hooks for ``httpx``: transports that retry by the rules of error
 ownership.
 

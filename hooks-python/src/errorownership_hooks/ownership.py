@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """The shared vocabulary of error ownership (docs/design.md §3).
 
 Wire names, span attribute names, the claim, reason, retry-decision and edge

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """Client hooks for ``requests``: a Session that retries by the rules of
 error ownership.
 

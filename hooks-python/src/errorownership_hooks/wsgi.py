@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """Server hooks for WSGI (Flask, Django, any WSGI app).
 
     from errorownership_hooks.wsgi import ErrorOwnershipMiddleware

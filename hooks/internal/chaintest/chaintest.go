@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package chaintest is the table both the HTTP and the gRPC hooks are tested
 // against: a chain of three services A → B → C in which C fails, walked
 // through every row of the decision matrix (docs/design.md §4.3) and the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package conformance reads the conformance vectors (the repository's
 // conformance/ directory): the rules of docs/design.md as data, which the
 // hooks of every language run. The Go hooks' tests read them through it.

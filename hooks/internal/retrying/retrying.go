@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package retrying holds what the HTTP and gRPC client hooks share: per-peer
 // budgets, jittered backoff, and sleeping within a deadline.
 package retrying

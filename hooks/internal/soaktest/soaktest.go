@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package soaktest is what the hooks' reliability tests share: whether the
 // long forms run (make soak sets ERROROWNERSHIP_SOAK=1), the live heap, a
 // check that it does not grow over rounds of work, the retry budget's bound

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package configkeystest checks a component's config.schema.yaml against
 // its configuration type, so that the schema names every key and no other.
 package configkeystest

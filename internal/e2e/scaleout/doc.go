@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package scaleout runs, on one machine and fed the same spans, the three
 // deployments docs/design.md §8 compares, each with the built collector
 // configured as the README shows and writing to its own PostgreSQL

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command shopapp is one service of a small shop, wired for error ownership
 // exactly as the README's setup tells users: the OpenTelemetry Go SDK
 // exporting OTLP, otelhttp and otelgrpc, the hooks and the hint client, and

@@ -1,2 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
+
 export const SOURCE_DIR = 'src';
 export const DIST_DIR = 'dist';

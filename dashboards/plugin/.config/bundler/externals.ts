@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import type { Configuration, ExternalItemFunctionData } from 'webpack';
 
 type ExternalsType = Configuration['externals'];

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import fs from 'fs';
 import process from 'process';
 import os from 'os';

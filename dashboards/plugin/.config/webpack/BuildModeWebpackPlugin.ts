@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import webpack from 'webpack';
 
 const PLUGIN_NAME = 'BuildModeWebpack';

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /*
  * Scaffolded by @grafana/create-plugin 7.1.7, without the development
  * server's plugins (live reload, type checking and linting while watching):

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package plugin is the errorownership Grafana data source's backend: it
 // reads the errorownership store (store.Store) for what SQL alone cannot
 // do well — the service graph with error ownership as Node Graph frames,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command gateway is the Go service of the polyglot chain (README.md in the
 // directory above): otelhttp with the errorownership hooks, set up as the
 // hooks' README says, calling the Java service.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 'use strict';
 // The Node.js service of the polyglot chain (catalog): express, run under
 // @opentelemetry/auto-instrumentations-node, with the errorownership hooks.

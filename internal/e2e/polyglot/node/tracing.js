@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 'use strict';
 // Tracing for the Node.js service of the polyglot chain, as
 // hooks-node/README.md sets it up with @opentelemetry/auto-instrumentations-node:

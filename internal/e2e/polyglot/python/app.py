@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """The Python services of the polyglot chain (stock, reviews): Flask, run under
 opentelemetry-instrument, with the errorownership WSGI middleware."""
 

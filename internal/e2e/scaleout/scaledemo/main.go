@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command scaledemo is `make scale-demo`: it runs the scale-out on Kafka
 // with the built collectors — a front tier producing to a topic partitioned
 // by trace ID on an in-process Kafka broker (kfake), and errorownership

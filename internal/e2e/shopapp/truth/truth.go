@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package truth is what the shop app's services write about each request
 // they serve, and the end-to-end tests read back: the ground truth the
 // collector's verdicts are checked against.

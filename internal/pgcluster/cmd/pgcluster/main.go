@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command pgcluster runs a local PostgreSQL cluster for development: the
 // store's tests do not need it (they start their own), but the CLI, the
 // dashboards and a collector under test do.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package buffer holds the errorownership processor's span records by trace
 // ID until their trace is due for analysis (Buffer).
 package buffer

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sink is where the errorownership processor hands its statistics
 // buckets: the Sink interface, and Store, which writes them to PostgreSQL.
 package sink

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package io.github.errorownership.hooks;
 
 /** Why a service sent the claim it sent ({@code error_ownership.claim.reason}). */

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package io.github.errorownership.hooks.testing;
 
 import io.opentelemetry.api.OpenTelemetry;
