@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/errorownership/errorownership/hooks"
 	"github.com/errorownership/errorownership/ownership"
 )
 
@@ -148,10 +149,16 @@ var (
 // Budget retries a failed call once, within a retry budget of percent.
 func Budget(percent int) Policy { return Policy{Attempts: 2, BudgetPercent: percent} }
 
-// budget is the token counter of one caller service and destination.
-type budget struct{ calls, retries int }
-
-func (b *budget) allows(percent int) bool { return 100*(b.retries+1) <= percent*b.calls }
+// newBudget is the hooks' own retry budget for BudgetPercent: the ratio
+// percent/100, no floor, and a clock that stands still, so that no deposit
+// expires and a story's budget does not depend on its simulated times.
+func newBudget(percent int) *hooks.Budget {
+	if percent <= 0 {
+		return nil // a nil budget allows every retry
+	}
+	still := time.Unix(0, 0)
+	return hooks.NewBudget(hooks.Limits{Ratio: float64(percent) / 100}, hooks.BudgetClock(func() time.Time { return still }))
+}
 
 // World is a set of services and the spans their requests produced.
 type World struct {
@@ -174,7 +181,7 @@ type World struct {
 	spans    uint64
 	roots    int
 	services map[string]*Service
-	budgets  map[budgetKey]*budget
+	budgets  map[budgetKey]*hooks.Budget
 	out      ptrace.Traces
 	truth    truth
 	groups   []group     // reused by flush
@@ -195,7 +202,7 @@ func NewWorld(name string) *World {
 		name:        name,
 		idPrefix:    h.Sum64() | 1<<63,
 		services:    make(map[string]*Service),
-		budgets:     make(map[budgetKey]*budget),
+		budgets:     make(map[budgetKey]*hooks.Budget),
 		out:         ptrace.NewTraces(),
 		truth:       newTruth(),
 	}
@@ -477,12 +484,12 @@ func (r *Request) call(t Target, start time.Duration) (Result, time.Duration) {
 	w, caller := r.w, r.svc
 	callee := w.Service(t.Service)
 	key := budgetKey{caller.name, t.Service, t.Operation}
-	b := w.budgets[key]
-	if b == nil {
-		b = &budget{}
+	b, ok := w.budgets[key]
+	if !ok {
+		b = newBudget(caller.policy.BudgetPercent)
 		w.budgets[key] = b
 	}
-	b.calls++
+	b.Deposit()
 	edge := edgeKey{caller.name, r.op, t.Service, t.Operation}
 
 	var res Result
@@ -546,58 +553,41 @@ func (r *Request) call(t Target, start time.Duration) (Result, time.Duration) {
 	return res, now
 }
 
-// decide is the caller's retry decision after a failed attempt.
-func (r *Request) decide(attempt int, claim ownership.Claim, b *budget) ownership.RetryDecision {
-	p := r.svc.policy
-	switch {
-	case r.svc.hooks && claim == ownership.ClaimUnclaimed:
-		return ownership.DecisionSuppressedUnclaimed
-	case p.Attempts <= 1:
-		return ownership.DecisionNoPolicy
-	case attempt+1 >= p.Attempts:
-		return ownership.DecisionExhausted
-	case p.BudgetPercent > 0 && !b.allows(p.BudgetPercent):
-		return ownership.DecisionSuppressedBudget
+// decide is the caller's retry decision after a failed attempt: the
+// hooks' own (hooks.Retry), so that the stories and the hooks cannot drift
+// apart. A caller without hooks reads no claim.
+func (r *Request) decide(attempt int, claim ownership.Claim, b *hooks.Budget) ownership.RetryDecision {
+	if !r.svc.hooks {
+		claim = ownership.ClaimMissing
 	}
-	b.retries++
-	return ownership.DecisionRetried
+	p := r.svc.policy
+	return hooks.Retry(claim, p.Attempts > 1, attempt+1 < p.Attempts, b)
 }
 
-// claim is the hooks' claim decision (docs/design.md §4.2) for a failed request.
+// claim is the claim the hooks send for a failed request: their own
+// decision (hooks.Claim) over the request's calls. A call the caller gave up
+// waiting on (its timeout) was cut short, so the request answered while
+// waiting on it: the callee owns the error, whatever the edge's mode.
 func (r *Request) claim() (ownership.Claim, ownership.Reason) {
-	var blocking []callRecord
-	anyFailed := false
-	for _, c := range r.calls {
-		if !c.failed {
-			continue
+	outcomes := make([]hooks.Outcome, len(r.calls))
+	timedOut := false
+	for i, c := range r.calls {
+		outcomes[i] = hooks.Outcome{
+			PeerService: c.edge.peer, PeerOperation: c.edge.peerOperation,
+			Failed: c.failed, Received: c.claim, Decision: c.decision, InFlight: c.timedOut,
 		}
-		anyFailed = true
-		if c.timedOut || !r.svc.failOpen[c.edge.peer] {
-			blocking = append(blocking, c)
-		}
+		timedOut = timedOut || c.timedOut
 	}
-	switch {
-	case !anyFailed:
-		return ownership.ClaimClaimed, ownership.ReasonOwn
-	case len(blocking) == 0:
-		return ownership.ClaimClaimed, ownership.ReasonCoincidental
+	return hooks.Claim(outcomes, r.modes, timedOut)
+}
+
+// modes is what the service's hints say of its edges: fail-open where the
+// story says so, unknown elsewhere.
+func (r *Request) modes(peerService, _ string) ownership.Mode {
+	if r.svc.failOpen[peerService] {
+		return ownership.ModeFailOpen
 	}
-	atLeastOnce, missing := true, false
-	for _, c := range blocking {
-		if c.decision != ownership.DecisionNoPolicy || c.claim == ownership.ClaimUnclaimed {
-			atLeastOnce = false
-		}
-		if c.claim == ownership.ClaimMissing {
-			missing = true
-		}
-	}
-	switch {
-	case atLeastOnce:
-		return ownership.ClaimClaimed, ownership.ReasonPropagated
-	case missing:
-		return ownership.ClaimUnclaimed, ownership.ReasonMissingDownstreamClaim
-	}
-	return ownership.ClaimUnclaimed, ownership.ReasonPropagated
+	return ownership.ModeUnknown
 }
 
 // served is what serve tells the caller.
