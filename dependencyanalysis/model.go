@@ -217,13 +217,6 @@ func WithMaxEdges(n int) ModelOption {
 	}
 }
 
-// WithParts once split the model into a part per learning goroutine.
-//
-// Deprecated: the model is split by edge and safe for any number of
-// goroutines learning at once (Observe); the option does nothing. It goes
-// in v0.3.0.
-func WithParts(int) ModelOption { return func(*EdgeModel) {} }
-
 // maxStripes is how many stripes a large model has: enough that the
 // workers of a large host seldom meet on one lock. A model has a stripe
 // per minStripeEdges edges of its bound, at least one, so that a stripe's
@@ -372,12 +365,6 @@ func (m *EdgeModel) epochFor(at pcommon.Timestamp) pcommon.Timestamp {
 		}
 	}
 }
-
-// ObserveIn learns from a linked trace.
-//
-// Deprecated: use Observe, which any number of goroutines may call at
-// once; part is ignored. It goes in v0.3.0.
-func (m *EdgeModel) ObserveIn(_ int, t *Trace) { m.Observe(t) }
 
 // state returns the edge in slot.
 func (s *modelStripe) state(slot uint32) *edgeState {

@@ -76,11 +76,6 @@ type Config struct {
 	// (With a store, the extension may read the merged model itself.)
 	HintsExtension *component.ID `mapstructure:"hints_extension"`
 
-	// LegacyHints is the hints section of the processors before v0.2.0,
-	// which served the hints themselves; only so that Validate can say
-	// where its keys went.
-	LegacyHints map[string]any `mapstructure:"hints"`
-
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
@@ -153,10 +148,6 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("rejudge.max_age: %v must be 0 or at least flush_interval (%v), when held requests are judged again, such as 10m%s", a, c.FlushInterval, configcheck.BareNumber(a, "10m")))
 	}
 	errs = append(errs, engine.Validate())
-	if c.LegacyHints != nil {
-		errs = append(errs, errors.New("hints: the processor no longer serves the hints; move the hints section (endpoint, tls, auth, ttl, refresh, retry_budget) "+
-			"to an errorownership_hints extension, list it under service.extensions, and name it here with hints_extension: errorownership_hints"))
-	}
 	return errors.Join(errs...)
 }
 

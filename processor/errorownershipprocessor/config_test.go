@@ -181,12 +181,6 @@ func TestLoadConfig(t *testing.T) {
 			errs: []string{"attributes.peer_service: 9 names, but only the first 8 are read; keep at most 8, the most specific first"},
 		},
 		{
-			// Before v0.2.0 the processor served the hints itself.
-			name: "the processor's old hints section",
-			id:   component.NewIDWithName(metadata.Type, "legacy_hints"),
-			errs: []string{"hints: the processor no longer serves the hints; move the hints section (endpoint, tls, auth, ttl, refresh, retry_budget) to an errorownership_hints extension, list it under service.extensions, and name it here with hints_extension: errorownership_hints"},
-		},
-		{
 			name:         "misspelt key",
 			id:           component.NewIDWithName(metadata.Type, "unknown_key"),
 			unmarshalErr: "decison_wait: did you mean decision_wait?", //nolint:misspell // the misspelt key is what is tested
