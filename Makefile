@@ -73,6 +73,10 @@ test-hooks: hooks-deps
 	cd hooks-java && mvn -B -q -ntp -o verify
 	cd hooks-node && npm test
 	cd hooks-python && .venv/bin/pytest -q && .venv/bin/mypy
+	@# Again at the oldest versions the package declares (hooks-python/README.md).
+	cd hooks-python && bash scripts/test-floor
+	@# The built wheel, installed into a new venv outside the tree, serving and calling.
+	cd hooks-python && .venv/bin/python scripts/artifact_test.py
 
 ## release-tags: tag VERSION (such as v0.1.0) for every published module, after checking that the modules require each other at VERSION (the tags are not pushed)
 release-tags:
@@ -94,6 +98,12 @@ lint: $(GOLANGCI_LINT)
 	@# gofmt too over every file, for those golangci-lint's build leaves out (race, other systems).
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path '*/node_modules/*')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## lint-python: ruff (lint and format) and mypy --strict over the Python hooks; their LICENSE is the repository's
+.PHONY: lint-python
+lint-python: hooks-python/.venv/.deps
+	cmp LICENSE hooks-python/LICENSE
+	cd hooks-python && .venv/bin/ruff check && .venv/bin/ruff format --check && .venv/bin/mypy
 
 ## bench: every module's benchmarks, with their figures (docs/testing.md)
 bench:

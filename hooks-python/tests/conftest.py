@@ -38,7 +38,12 @@ trace.set_tracer_provider(_PROVIDER)
 RequestsInstrumentor().instrument()
 HTTPXClientInstrumentor().instrument()
 
-HOOK_ATTRS = ("error_ownership.retry.attempt", "http.request.resend_count", "error_ownership.claim.received", "error_ownership.retry.decision")
+HOOK_ATTRS = (
+    "error_ownership.retry.attempt",
+    "http.request.resend_count",
+    "error_ownership.claim.received",
+    "error_ownership.retry.decision",
+)
 SERVER_ATTRS = ("error_ownership.claim.sent", "error_ownership.claim.reason")
 
 

@@ -33,7 +33,9 @@ METHOD = "/test.Svc/Call"
 class GrpcCallee:
     """A gRPC server answering each call with the next scripted response."""
 
-    def __init__(self, responses: list[dict[str, Any]], interceptors: list[Any] | None = None, behavior: Any = None) -> None:
+    def __init__(
+        self, responses: list[dict[str, Any]], interceptors: list[Any] | None = None, behavior: Any = None
+    ) -> None:
         self.responses = list(responses)
         self.requests: list[str | None] = []
         self.lock = threading.Lock()
@@ -91,7 +93,9 @@ class SentMetadata(grpc.UnaryUnaryClientInterceptor):
         return continuation(details, request)
 
 
-def hooked_channel(address: str, recorder: SentMetadata | None = None, **opts: Any) -> tuple[grpc.Channel, grpc.Channel]:
+def hooked_channel(
+    address: str, recorder: SentMetadata | None = None, **opts: Any
+) -> tuple[grpc.Channel, grpc.Channel]:
     hooks = ClientInterceptor(address, backoff=FAST, **opts)
     raw = grpc.insecure_channel(address)
     # The hooks outside, the OpenTelemetry span per attempt inside them, and
@@ -124,7 +128,9 @@ def test_client(tc: dict[str, Any], spans: Any, grpc_factory: Any) -> None:
     assert code.name == want["code"]
     assert sent.sent == want["requests"]
     assert len(callee.requests) == len(want["requests"])
-    client_spans = sorted((s for s in spans.get_finished_spans() if s.kind is SpanKind.CLIENT), key=lambda s: s.start_time)
+    client_spans = sorted(
+        (s for s in spans.get_finished_spans() if s.kind is SpanKind.CLIENT), key=lambda s: s.start_time
+    )
     assert [hook_attrs(s) for s in client_spans] == want["spans"]
 
 
@@ -132,7 +138,9 @@ def test_client(tc: dict[str, Any], spans: Any, grpc_factory: Any) -> None:
 def test_server(tc: dict[str, Any], spans: Any, grpc_factory: Any) -> None:
     callees = [grpc_factory(c["responses"]) for c in tc.get("calls", [])]
     channels = [hooked_channel(c.address) for c in callees]
-    hints = StaticHints({c.address: s["mode"] for s, c in zip(tc.get("calls", []), callees, strict=True) if s.get("mode")})
+    hints = StaticHints(
+        {c.address: s["mode"] for s, c in zip(tc.get("calls", []), callees, strict=True) if s.get("mode")}
+    )
 
     def handler(request: bytes, context: grpc.ServicerContext) -> bytes:
         for _, ch in channels:
@@ -162,7 +170,9 @@ def test_server(tc: dict[str, Any], spans: Any, grpc_factory: Any) -> None:
     assert code.name == tc["code"]
     md = list(trailers or ())
     assert [v for k, v in md if k == "error-claim"] == ([] if want["claim"] is None else [want["claim"]])
-    assert [v for k, v in md if k == "grpc-retry-pushback-ms"] == ([] if want["pushback"] is None else [want["pushback"]])
+    assert [v for k, v in md if k == "grpc-retry-pushback-ms"] == (
+        [] if want["pushback"] is None else [want["pushback"]]
+    )
     # Only the front server runs the OpenTelemetry server interceptor; its
     # span ends just after the answer is sent.
     server_spans: list[Any] = []

@@ -68,7 +68,9 @@ def test_client(tc: dict[str, Any], kind: str, spans: Any, callee_factory: Any) 
     assert callee.requests == want["requests"]
     if "bodies" in want:
         assert callee.bodies == want["bodies"]
-    client_spans = sorted((s for s in spans.get_finished_spans() if s.kind is SpanKind.CLIENT), key=lambda s: s.start_time)
+    client_spans = sorted(
+        (s for s in spans.get_finished_spans() if s.kind is SpanKind.CLIENT), key=lambda s: s.start_time
+    )
     assert [hook_attrs(s) for s in client_spans] == want["spans"]
 
 
@@ -77,11 +79,15 @@ def test_client(tc: dict[str, Any], kind: str, spans: Any, callee_factory: Any) 
 
 
 def _handler_calls(case: dict[str, Any], callees: list[Any]) -> list[tuple[str, str]]:
-    return [(c.get("method", "GET"), callee.url + "/dep") for c, callee in zip(case.get("calls", []), callees, strict=True)]
+    return [
+        (c.get("method", "GET"), callee.url + "/dep") for c, callee in zip(case.get("calls", []), callees, strict=True)
+    ]
 
 
 def _server_hints(case: dict[str, Any], callees: list[Any]) -> StaticHints:
-    return StaticHints({callee.address: c["mode"] for c, callee in zip(case.get("calls", []), callees, strict=True) if c.get("mode")})
+    return StaticHints(
+        {callee.address: c["mode"] for c, callee in zip(case.get("calls", []), callees, strict=True) if c.get("mode")}
+    )
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -177,7 +183,9 @@ def asgi_server() -> Iterator[tuple[int, dict[str, Any]]]:
 
 @pytest.mark.parametrize("tc", SERVER, ids=[c["name"] for c in SERVER])
 @pytest.mark.parametrize("placement", ["inside", "outside"])
-def test_server_asgi(tc: dict[str, Any], placement: str, spans: Any, callee_factory: Any, asgi_server: tuple[int, dict[str, Any]]) -> None:
+def test_server_asgi(
+    tc: dict[str, Any], placement: str, spans: Any, callee_factory: Any, asgi_server: tuple[int, dict[str, Any]]
+) -> None:
     """The middleware inside the instrumentation's, and outside it."""
     port, state = asgi_server
     callees = [callee_factory(c["responses"]) for c in tc.get("calls", [])]

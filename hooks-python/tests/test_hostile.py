@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+import requests
 from conftest import hook_attrs, load
 from hintserver import HintServer
 from opentelemetry.trace import SpanKind
@@ -26,7 +27,9 @@ MIB = 1 << 20
 
 
 def headers(extra: str) -> bytes:
-    return ("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n" + extra + "\r\n").encode("latin-1")
+    return ("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n" + extra + "\r\n").encode(
+        "latin-1"
+    )
 
 
 def repeat(name: str, value: str, n: int) -> str:
@@ -37,8 +40,16 @@ HOSTILE = [
     ("claims everything", headers("Error-Claim: claimed\r\n"), "claimed"),
     ("unclaims everything", headers("Error-Claim: unclaimed\r\n"), "unclaimed"),
     ("an invalid value", headers("Error-Claim: yes-please\r\n"), "missing"),
-    ("invalid UTF-8", b"HTTP/1.1 503 X\r\nContent-Length: 0\r\nConnection: close\r\nError-Claim: \xff\xfe\xfd\r\n\r\n", "missing"),
-    ("claimed, then invalid UTF-8", b"HTTP/1.1 503 X\r\nContent-Length: 0\r\nConnection: close\r\nError-Claim: claimed\xc3\x28\r\n\r\n", "missing"),
+    (
+        "invalid UTF-8",
+        b"HTTP/1.1 503 X\r\nContent-Length: 0\r\nConnection: close\r\nError-Claim: \xff\xfe\xfd\r\n\r\n",
+        "missing",
+    ),
+    (
+        "claimed, then invalid UTF-8",
+        b"HTTP/1.1 503 X\r\nContent-Length: 0\r\nConnection: close\r\nError-Claim: claimed\xc3\x28\r\n\r\n",
+        "missing",
+    ),
     ("claimed with trailing spaces", headers("Error-Claim: claimed   \r\n"), "claimed"),
     ("a 1 MiB claim", headers("Error-Claim: " + "claimed" * (MIB // 7) + "\r\n"), "missing"),
     ("100 repeated claims", headers(repeat("Error-Claim", "claimed", 100)), "missing"),
@@ -101,7 +112,11 @@ def raw_callee() -> Iterator[Any]:
 
 
 def _received(spans: Any) -> list[Any]:
-    return [hook_attrs(s).get("error_ownership.claim.received") for s in spans.get_finished_spans() if s.kind is SpanKind.CLIENT]
+    return [
+        hook_attrs(s).get("error_ownership.claim.received")
+        for s in spans.get_finished_spans()
+        if s.kind is SpanKind.CLIENT
+    ]
 
 
 @pytest.mark.parametrize("kind", ["requests", "httpx"])
@@ -136,12 +151,19 @@ def test_unreachable_callee_is_retried_then_raised(spans: Any) -> None:
     s.bind(("127.0.0.1", 0))
     url = f"http://127.0.0.1:{s.getsockname()[1]}/x"
     s.close()  # nothing listens there
-    with ledger_scope() as ledger, eo_requests.Session(backoff=Backoff(0, 0)) as sess:
-        with pytest.raises(Exception):
-            sess.get(url, timeout=5)
+    with (
+        ledger_scope() as ledger,
+        eo_requests.Session(backoff=Backoff(0, 0)) as sess,
+        pytest.raises(requests.exceptions.ConnectionError),
+    ):
+        sess.get(url, timeout=5)
     (out,) = ledger.outcomes()
     assert out.failed and out.decision.value == "exhausted" and out.received.value == "missing"
-    assert [hook_attrs(x).get("error_ownership.retry.decision") for x in spans.get_finished_spans() if x.kind is SpanKind.CLIENT] == [
+    assert [
+        hook_attrs(x).get("error_ownership.retry.decision")
+        for x in spans.get_finished_spans()
+        if x.kind is SpanKind.CLIENT
+    ] == [
         "retried",
         "retried",
         "exhausted",

@@ -38,8 +38,7 @@ from .ownership import (
     parse_reason,
     parse_retry_decision,
 )
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "DEFAULT_BUDGET_WINDOW",
@@ -70,4 +69,5 @@ __all__ = [
     "parse_retry_decision",
     "peer_address",
     "server_fault",
+    "__version__",
 ]

@@ -14,6 +14,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from ._core import (
+    DEFAULT_MAX_ATTEMPTS,
     Backoff,
     Budgets,
     HintSource,
@@ -25,7 +26,6 @@ from ._core import (
     fits,
     ledger_from,
     past,
-    DEFAULT_MAX_ATTEMPTS,
 )
 from .ownership import (
     ATTR_CLAIM_RECEIVED,
@@ -80,8 +80,8 @@ def peer_address(url: str) -> str:
 
 
 def http_operation(method: str, url: str) -> str:
-    """"METHOD /path", as a server span is named; the hints match it to the
-    route."""
+    """The operation "METHOD /path", as a server span is named; the hints
+    match it to the route."""
     try:
         path = urlsplit(url).path or "/"
     except ValueError:
@@ -107,7 +107,18 @@ class ClientConfig:
 class LogicalCall:
     """One call across its attempts."""
 
-    __slots__ = ("budget", "call", "caller_span_id", "cfg", "deadline", "has_policy", "http", "ledger", "peer", "peer_operation")
+    __slots__ = (
+        "budget",
+        "call",
+        "caller_span_id",
+        "cfg",
+        "deadline",
+        "has_policy",
+        "http",
+        "ledger",
+        "peer",
+        "peer_operation",
+    )
 
     def __init__(self, cfg: ClientConfig, peer: str, has_policy: bool, *, http: bool) -> None:
         self.cfg = cfg

@@ -39,7 +39,7 @@ _CLAIM_KEY = HTTP_CLAIM_HEADER.lower().encode()
 
 
 def asgi_operation(scope: Scope) -> str:
-    """"METHOD /concrete/path", which the hints match to the route."""
+    """The operation "METHOD /concrete/path", which the hints match to the route."""
     path = (scope.get("root_path") or "") + (scope.get("path") or "")
     return f"{scope.get('method', 'GET')} {path or '/'}"
 

@@ -29,6 +29,7 @@ it in ``interceptors``).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
@@ -222,7 +223,9 @@ class ServerInterceptor(grpc.ServerInterceptor):
     """The server hooks for unary-unary methods; keyword arguments ``hints``
     and ``fault_codes``."""
 
-    def __init__(self, *, hints: HintSource | None = None, fault_codes: Iterable[grpc.StatusCode] = DEFAULT_FAULT_CODES) -> None:
+    def __init__(
+        self, *, hints: HintSource | None = None, fault_codes: Iterable[grpc.StatusCode] = DEFAULT_FAULT_CODES
+    ) -> None:
         self._hints = hints
         self._faults = frozenset(fault_codes)
 
@@ -270,10 +273,8 @@ class ServerInterceptor(grpc.ServerInterceptor):
                         ctx._ctx.set_trailing_metadata(tuple(ctx.trailers) + ((GRPC_PUSHBACK_KEY, "-1"),))
                     return
             remaining = None
-            try:
+            with contextlib.suppress(Exception):
                 remaining = ctx._ctx.time_remaining()
-            except Exception:
-                pass
             timed_out = code == grpc.StatusCode.DEADLINE_EXCEEDED or (remaining is not None and remaining <= 0)
             claim = decide(ledger, self._hints, operation, timed_out, span)
             rest.append((GRPC_CLAIM_KEY, claim.value))

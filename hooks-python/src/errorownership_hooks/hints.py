@@ -192,7 +192,7 @@ def _split_port(addr: str) -> tuple[str, bool]:
     """net.SplitHostPort: (host, True) when addr has a non-empty port."""
     if addr.startswith("["):
         end = addr.find("]")
-        if end < 0 or not addr[end + 1 : end + 2] == ":":
+        if end < 0 or addr[end + 1 : end + 2] != ":":
             return addr, False
         host, port = addr[1:end], addr[end + 2 :]
         if ":" in port:
@@ -403,7 +403,7 @@ class HintClient:
         with self._lock:
             try:
                 nxt = self._fetch()
-            except Exception as e:  # noqa: BLE001 - whatever the collector sends
+            except Exception as e:  # whatever the collector sends
                 self._failures += 1
                 self.last_error = e
                 return min(float(1 << min(self._failures - 1, 6)), MAX_ERROR_BACKOFF), e
@@ -414,7 +414,9 @@ class HintClient:
     def _fetch(self) -> float:
         deadline = time.monotonic() + self._timeout
         if self._scheme == "https":
-            conn: http.client.HTTPConnection = http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout)
+            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+                self._host, self._port, timeout=self._timeout
+            )
         elif self._scheme == "http":
             conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
         else:

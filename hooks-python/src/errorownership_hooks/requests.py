@@ -42,7 +42,7 @@ from ._client import (
     peer_address,
     server_fault,
 )
-from ._core import Backoff, HintSource, RetryBudget, DEFAULT_MAX_ATTEMPTS
+from ._core import DEFAULT_MAX_ATTEMPTS, Backoff, HintSource, RetryBudget
 from .ownership import HTTP_CLAIM_HEADER, HTTP_RETRY_ATTEMPT_HEADER
 
 __all__ = ["ErrorOwnershipAdapter", "Session"]

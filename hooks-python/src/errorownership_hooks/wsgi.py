@@ -40,7 +40,7 @@ _CLAIM_LOWER = HTTP_CLAIM_HEADER.lower()
 
 
 def wsgi_operation(environ: dict[str, Any]) -> str:
-    """"METHOD /concrete/path", which the hints match to the route."""
+    """The operation "METHOD /concrete/path", which the hints match to the route."""
     path = (environ.get("SCRIPT_NAME") or "") + (environ.get("PATH_INFO") or "")
     return f"{environ.get('REQUEST_METHOD', 'GET')} {path or '/'}"
 
@@ -63,7 +63,9 @@ class ErrorOwnershipMiddleware:
         self.fault = fault
         self.operation = operation
 
-    def _headers(self, code: int, headers: list[tuple[str, str]], ledger: Ledger, environ: dict[str, Any], span: trace.Span) -> list[tuple[str, str]]:
+    def _headers(
+        self, code: int, headers: list[tuple[str, str]], ledger: Ledger, environ: dict[str, Any], span: trace.Span
+    ) -> list[tuple[str, str]]:
         try:
             values = [v for k, v in headers if k.lower() == _CLAIM_LOWER]
             if values:
@@ -84,7 +86,9 @@ class ErrorOwnershipMiddleware:
         span = trace.get_current_span()
         ctx = otel_context.set_value(LEDGER_KEY, ledger)
 
-        def hooked_start_response(status: str, headers: list[tuple[str, str]], exc_info: _ExcInfo | None = None) -> Callable[[bytes], object]:
+        def hooked_start_response(
+            status: str, headers: list[tuple[str, str]], exc_info: _ExcInfo | None = None
+        ) -> Callable[[bytes], object]:
             try:
                 code = int(status.split(" ", 1)[0])
             except ValueError:

@@ -2,8 +2,9 @@
 
 """Per-request overhead of the hooks against the bare path, in process (no
 network, no OpenTelemetry SDK: the API's no-op tracer), printed as µs/op.
+It measures the installed package, so it lives outside it: no user needs it.
 
-    python -m errorownership_hooks.bench [iterations]
+    .venv/bin/python bench/bench.py [iterations]
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .wsgi import ErrorOwnershipMiddleware
+from errorownership_hooks.wsgi import ErrorOwnershipMiddleware
 
 
 def _time(f: Callable[[], Any], n: int) -> float:
@@ -43,17 +44,17 @@ def main(argv: list[str]) -> None:
         sr("500 Internal Server Error", [("Content-Type", "text/plain")])
         return [b"boom"]
 
+    def serve(app: Any) -> Callable[[], list[bytes]]:
+        return lambda: list(app(environ, start_response))
+
     rows: list[tuple[str, float, float]] = []
     for name, app in (("wsgi middleware, 200", ok_app), ("wsgi middleware, 500 (claim decided)", fail_app)):
-        hooked = ErrorOwnershipMiddleware(app)
-        bare = _time(lambda: list(app(environ, start_response)), n)
-        with_hooks = _time(lambda: list(hooked(environ, start_response)), n)
-        rows.append((name, bare, with_hooks))
+        rows.append((name, _time(serve(app), n), _time(serve(ErrorOwnershipMiddleware(app)), n)))
 
     try:
         import httpx
 
-        from .httpx import Transport
+        from errorownership_hooks.httpx import Transport
 
         def handler(request: httpx.Request) -> httpx.Response:
             return httpx.Response(200, content=b"ok")
@@ -61,7 +62,9 @@ def main(argv: list[str]) -> None:
         bare_c = httpx.Client(transport=httpx.MockTransport(handler))
         hooked_c = httpx.Client(transport=Transport(httpx.MockTransport(handler)))
         url = "http://catalog:8080/items/1"
-        rows.append(("httpx client, 200", _time(lambda: bare_c.get(url), n // 10), _time(lambda: hooked_c.get(url), n // 10)))
+        rows.append(
+            ("httpx client, 200", _time(lambda: bare_c.get(url), n // 10), _time(lambda: hooked_c.get(url), n // 10))
+        )
 
         def hooked_inner(env: dict[str, Any], sr: Any) -> list[bytes]:
             hooked_c.get(url)
