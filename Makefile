@@ -146,7 +146,8 @@ fuzz:
 # go.work: it is built against older collector modules than ours, which would
 # otherwise enter the root module's graph. It is built with GOWORK=off but run
 # with the workspace, because it asks `go list` for each component's import
-# path (the telemetry's scope name).
+# path (the telemetry's scope name). METADATA_YAML=one/metadata.yaml limits it
+# to one component (each component's go:generate line does so).
 MDATAGEN := bin/mdatagen
 METADATA_YAML := processor/errorownershipprocessor/metadata.yaml \
 	connector/errorownershipconnector/metadata.yaml \
