@@ -152,6 +152,23 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzProcessor$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./processor/errorownershipprocessor
 	$(GO) test -run '^$$' -fuzz '^FuzzProcessorWithStore$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./processor/errorownershipprocessor
 
+# mdatagen is pinned in internal/tools/go.mod, a module of its own outside
+# go.work: it is built against older collector modules than ours, which would
+# otherwise enter the root module's graph. It is built with GOWORK=off but run
+# with the workspace, because it asks `go list` for each component's import
+# path (the telemetry's scope name). METADATA_YAML=one/metadata.yaml limits it
+# to one component (each component's go:generate line does so).
+MDATAGEN := bin/mdatagen
+METADATA_YAML := processor/errorownershipprocessor/metadata.yaml \
+	connector/errorownershipconnector/metadata.yaml \
+	extension/errorownershiphintsextension/metadata.yaml
+
+.PHONY: generate-metadata
+## generate-metadata: the collector components' generated files from each metadata.yaml by mdatagen: internal/metadata*, generated_*_test.go, documentation.md, the README status blocks (.ci/check-generated-metadata checks they are current)
+generate-metadata:
+	GOWORK=off $(GO) -C internal/tools build -o $(CURDIR)/$(MDATAGEN) go.opentelemetry.io/collector/cmd/mdatagen
+	@for y in $(METADATA_YAML); do echo "mdatagen $$y"; $(MDATAGEN) $$y || exit 1; done
+
 ## dashboards: regenerate the Grafana dashboards' JSON in dashboards/json from dashboards/*.go
 dashboards:
 	$(GO) run ./dashboards/cmd/gendashboards -out dashboards/json

@@ -10,5 +10,5 @@
 // errorownership processor in the same collector so that the spans are
 // analysed once. See README.md.
 //
-//go:generate mdatagen metadata.yaml
+//go:generate make -C ../.. generate-metadata METADATA_YAML=connector/errorownershipconnector/metadata.yaml
 package errorownershipconnector // import "github.com/errorownership/errorownership/connector/errorownershipconnector"

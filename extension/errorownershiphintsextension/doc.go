@@ -8,4 +8,6 @@
 // model of the errorownership processor that names it with hints_extension.
 // The endpoint is a confighttp server: TLS and the collector's
 // authenticator extensions apply.
+//
+//go:generate make -C ../.. generate-metadata METADATA_YAML=extension/errorownershiphintsextension/metadata.yaml
 package errorownershiphintsextension // import "github.com/errorownership/errorownership/extension/errorownershiphintsextension"

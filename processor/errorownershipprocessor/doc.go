@@ -7,5 +7,5 @@
 // inbound request a verdict (own, propagated or coincidental) and measures
 // claim accuracy and retry amplification. See README.md.
 //
-//go:generate mdatagen metadata.yaml
+//go:generate make -C ../.. generate-metadata METADATA_YAML=processor/errorownershipprocessor/metadata.yaml
 package errorownershipprocessor // import "github.com/errorownership/errorownership/processor/errorownershipprocessor"
