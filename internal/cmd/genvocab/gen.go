@@ -393,10 +393,22 @@ func tsVocabulary(r *registry) string {
 				w.line("export const %s = %s;", e.Names.ts(), v)
 			}
 			for _, o := range g.Objects {
-				for _, f := range o.Fields {
+				fields := make([]string, len(o.Fields))
+				for i, f := range o.Fields {
 					w.line("")
 					w.tsDoc("The " + g.ID + " document's " + o.ID + " field: " + lowerFirst(f.Brief))
 					w.line("export const %s = %s;", objectConst(o, f), tsQuote(f.ID))
+					fields[i] = tsQuote(f.ID)
+				}
+				w.line("")
+				w.tsDoc("The fields of the " + g.ID + " document's " + o.ID + " object.")
+				w.line("export type %sField =", camel(o.ID))
+				for i, f := range fields {
+					end := ""
+					if i == len(fields)-1 {
+						end = ";"
+					}
+					w.line("  | %s%s", f, end)
 				}
 			}
 		case typeEnum:
