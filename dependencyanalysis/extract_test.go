@@ -261,7 +261,7 @@ func TestExtractLegacyNames(t *testing.T) {
 		legacy        uint64
 	}{
 		{name: "current names", kind: ptrace.SpanKindClient,
-			attrs: map[string]any{ownership.AttrClaimReceived: "unclaimed", ownership.AttrRetryDecision: "suppressed_unclaimed", ownership.AttrRetryAttempt: 2},
+			attrs:         map[string]any{ownership.AttrClaimReceived: "unclaimed", ownership.AttrRetryDecision: "suppressed_unclaimed", ownership.AttrRetryAttempt: 2},
 			claimReceived: ownership.ClaimUnclaimed, decision: ownership.DecisionSuppressedUnclaimed, attempt: 2},
 		{name: "legacy client names", kind: ptrace.SpanKindClient,
 			attrs:         map[string]any{"error.claim.received": "unclaimed", "retry.decision": "suppressed_unclaimed", "retry.attempt": 2},
