@@ -103,7 +103,7 @@ func goDoc(name, brief string) string {
 // lowerFirst lower-cases the first letter, unless the first word is an
 // initialism (HTTP, gRPC) or a name that keeps its case.
 func lowerFirst(s string) string {
-	if len(s) < 2 || !(s[0] >= 'A' && s[0] <= 'Z') || (s[1] >= 'A' && s[1] <= 'Z') {
+	if len(s) < 2 || s[0] < 'A' || s[0] > 'Z' || (s[1] >= 'A' && s[1] <= 'Z') {
 		return s
 	}
 	return strings.ToLower(s[:1]) + s[1:]
