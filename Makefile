@@ -86,6 +86,10 @@ release-tags:
 	git tag $(VERSION)
 	@for m in ownership hooks cmd/errorownership dashboards; do echo "git tag $$m/$(VERSION)"; git tag $$m/$(VERSION) || exit 1; done
 
+## generate-vocabulary: write conformance/vocabulary.yaml, the wire names' one statement, into the Go, Java, TypeScript and Python sources generated from it (conformance/README.md)
+generate-vocabulary:
+	$(GO) run ./internal/cmd/genvocab
+
 ## check-modules: the hooks module's graph, and an application's after go mod tidy, hold none of the heavy modules; the shipped binaries link no testing code
 check-modules:
 	bash .ci/check-modules

@@ -73,3 +73,17 @@ func retainedPerSpan(cfg da.Config, syms *da.Symbols) float64 {
 // most 512 spans. The collector analyses a batch right after the receiver
 // decoded it, so the benchmark reuses one batch, as warm as that.
 var benchTraces = 25
+
+// BenchmarkExtract measures extraction alone, the per-attribute hot path:
+// one lookup of every attribute of every span of a realistic batch,
+// written with the current names only.
+func BenchmarkExtract(b *testing.B) {
+	td := scenario.Mix(benchTraces, 1)
+	ex := da.NewExtractor(da.DefaultConfig(), da.NewSymbols(0))
+	spans := ex.Append(nil, td)
+	b.ResetTimer()
+	for b.Loop() {
+		spans = ex.Append(spans[:0], td)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(td.SpanCount()), "ns/span")
+}

@@ -70,7 +70,9 @@ type AttributeNames struct {
 	// callee is named by its address (server.address and server.port).
 	PeerService []string `mapstructure:"peer_service"`
 	// RetryAttempt carries the attempt number (0 or absent first). Default:
-	// http.request.resend_count, error_ownership.retry.attempt.
+	// http.request.resend_count, error_ownership.retry.attempt, and after
+	// them the name before v0.1.0, retry.attempt (a configured list is read
+	// as it stands).
 	RetryAttempt []string `mapstructure:"retry_attempt"`
 }
 

@@ -39,6 +39,12 @@ const (
 	fieldPeerPort
 	fieldURLFull
 	fieldURLPath
+	// The names before v0.1.0 (legacy_attrs.go): read where the current
+	// name is absent, and counted.
+	fieldLegacyClaim
+	fieldLegacyClaimReceived
+	fieldLegacyDecision
+	fieldLegacyAttempt
 )
 
 // maxPeerServiceNames bounds attributes.peer_service.
@@ -63,6 +69,11 @@ type Extractor struct {
 
 	// Malformed counts spans skipped for a zero trace or span ID.
 	Malformed uint64
+	// Legacy counts spans that carried an attribute under its name before
+	// v0.1.0 (error.claim, error.claim.received, retry.decision,
+	// retry.attempt): captures, or services with hooks from before the
+	// rename.
+	Legacy uint64
 }
 
 // NewExtractor returns an extractor for cfg, interning names into syms.
@@ -109,6 +120,14 @@ func NewExtractor(cfg Config, syms *Symbols) *Extractor {
 	add(fieldPeerPort, string(semconv.ServerPortKey), "net.peer.port")
 	add(fieldURLFull, string(semconv.URLFullKey), "http.url")
 	add(fieldURLPath, string(semconv.URLPathKey))
+	add(fieldLegacyClaim, legacyAttrClaim)
+	add(fieldLegacyClaimReceived, legacyAttrClaimReceived)
+	add(fieldLegacyDecision, legacyAttrRetryDecision)
+	if slices.Equal(attempt, def.Attributes.RetryAttempt) {
+		// The old name is part of the default, not of names a
+		// configuration chose.
+		add(fieldLegacyAttempt, legacyAttrRetryAttempt)
+	}
 
 	codes := cfg.Classification.GRPCErrorCodes
 	if codes == nil {
@@ -187,6 +206,14 @@ func (e *Extractor) lookup(k string) attrSpec {
 		return attrSpec{fieldClaimReceived, 0}
 	case ownership.AttrRetryDecision:
 		return attrSpec{fieldDecision, 0}
+	case legacyAttrClaim:
+		return attrSpec{fieldLegacyClaim, 0}
+	case legacyAttrClaimReceived:
+		return attrSpec{fieldLegacyClaimReceived, 0}
+	case legacyAttrRetryDecision:
+		return attrSpec{fieldLegacyDecision, 0}
+	case legacyAttrRetryAttempt:
+		return attrSpec{fieldLegacyAttempt, 0}
 	case string(semconv.URLTemplateKey):
 		return attrSpec{fieldURLTemplate, 0}
 	case string(semconv.HTTPRouteKey):
@@ -255,6 +282,27 @@ type spanAttrs struct {
 	url         string
 	urlRank     uint8
 	path        string
+	// seen marks the ownership attributes present under their current
+	// names; legacy, those present under their old ones.
+	seen   uint8
+	legacy uint8
+	old    legacyValues
+}
+
+// The bits of spanAttrs.seen and spanAttrs.legacy.
+const (
+	seenClaim uint8 = 1 << iota
+	seenClaimReceived
+	seenDecision
+	seenAttempt
+)
+
+// legacyValues are what a span's legacy attributes said, applied once its
+// attributes are read, only where no current name said otherwise.
+type legacyValues struct {
+	claim, claimReceived ownership.Claim
+	decision             ownership.RetryDecision
+	attempt              int64
 }
 
 func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) {
@@ -290,10 +338,23 @@ func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) {
 			a.errorType = v.Str()
 		case fieldClaim:
 			r.SetClaim(ownership.ParseClaim(v.Str()))
+			a.seen |= seenClaim
 		case fieldClaimReceived:
 			r.SetClaimReceived(ownership.ParseClaim(v.Str()))
+			a.seen |= seenClaimReceived
 		case fieldDecision:
 			r.SetDecision(ownership.ParseRetryDecision(v.Str()))
+			a.seen |= seenDecision
+		case fieldLegacyClaim:
+			a.old.claim, a.legacy = ownership.ParseClaim(v.Str()), a.legacy|seenClaim
+		case fieldLegacyClaimReceived:
+			a.old.claimReceived, a.legacy = ownership.ParseClaim(v.Str()), a.legacy|seenClaimReceived
+		case fieldLegacyDecision:
+			a.old.decision, a.legacy = ownership.ParseRetryDecision(v.Str()), a.legacy|seenDecision
+		case fieldLegacyAttempt:
+			if n, ok := intValue(v); ok && n >= 0 {
+				a.old.attempt, a.legacy = n, a.legacy|seenAttempt
+			}
 		case fieldURLTemplate:
 			if spec.rank == 0 || a.template == "" {
 				a.template = v.Str()
@@ -320,6 +381,9 @@ func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) {
 			a.path = v.Str()
 		}
 	}
+	if a.legacy != 0 {
+		e.applyLegacy(r, &a)
+	}
 	if a.attempt >= 0 {
 		r.Attempt = int8(min(a.attempt, MaxAttempt))
 	}
@@ -334,6 +398,26 @@ func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) {
 		r.PeerOperation = e.peerOperation(sp.Name(), &a)
 		r.PeerAddress = e.peerAddress(&a)
 		r.Target = target(&a)
+	}
+}
+
+// applyLegacy takes what the span said under the names before v0.1.0,
+// where it said nothing under the current ones, and counts the span. It is
+// off the hot path: spans written since the rename never reach it.
+func (e *Extractor) applyLegacy(r *Span, a *spanAttrs) {
+	e.Legacy++
+	take := a.legacy &^ a.seen
+	if take&seenClaim != 0 {
+		r.SetClaim(a.old.claim)
+	}
+	if take&seenClaimReceived != 0 {
+		r.SetClaimReceived(a.old.claimReceived)
+	}
+	if take&seenDecision != 0 {
+		r.SetDecision(a.old.decision)
+	}
+	if a.legacy&seenAttempt != 0 && a.attempt < 0 {
+		a.attempt = a.old.attempt
 	}
 }
 

@@ -243,3 +243,76 @@ func TestLookupSwitchMatchesMap(t *testing.T) {
 	}
 	assert.Equal(t, attrSpec{}, fast.lookup("db.query.text"))
 }
+
+// TestExtractLegacyNames: spans captured before v0.1.0 carry the ownership
+// attributes under their old names. They are read where the current name
+// is absent, the current name wins where both are there, and every span
+// that carried an old name is counted.
+func TestExtractLegacyNames(t *testing.T) {
+	tests := []struct {
+		name          string
+		kind          ptrace.SpanKind
+		attrs         map[string]any
+		cfg           func(*Config)
+		claim         ownership.Claim
+		claimReceived ownership.Claim
+		decision      ownership.RetryDecision
+		attempt       int8
+		legacy        uint64
+	}{
+		{name: "current names", kind: ptrace.SpanKindClient,
+			attrs:         map[string]any{ownership.AttrClaimReceived: "unclaimed", ownership.AttrRetryDecision: "suppressed_unclaimed", ownership.AttrRetryAttempt: 2},
+			claimReceived: ownership.ClaimUnclaimed, decision: ownership.DecisionSuppressedUnclaimed, attempt: 2},
+		{name: "legacy client names", kind: ptrace.SpanKindClient,
+			attrs:         map[string]any{"error.claim.received": "unclaimed", "retry.decision": "suppressed_unclaimed", "retry.attempt": 2},
+			claimReceived: ownership.ClaimUnclaimed, decision: ownership.DecisionSuppressedUnclaimed, attempt: 2, legacy: 1},
+		{name: "legacy server names", kind: ptrace.SpanKindServer,
+			attrs: map[string]any{"error.claim": "claimed", "error.claim.reason": "own"},
+			claim: ownership.ClaimClaimed, attempt: AttemptUnknown, legacy: 1},
+		{name: "a legacy reason alone: the engine reads no reason", kind: ptrace.SpanKindServer,
+			attrs: map[string]any{"error.claim.reason": "own"}, attempt: AttemptUnknown},
+		{name: "both: the current name wins", kind: ptrace.SpanKindClient,
+			attrs: map[string]any{
+				ownership.AttrClaimReceived: "claimed", "error.claim.received": "unclaimed",
+				ownership.AttrRetryDecision: "retried", "retry.decision": "exhausted",
+				ownership.AttrRetryAttempt: 1, "retry.attempt": 3,
+			},
+			claimReceived: ownership.ClaimClaimed, decision: ownership.DecisionRetried, attempt: 1, legacy: 1},
+		{name: "both on a server span: the current claim wins even when unreadable", kind: ptrace.SpanKindServer,
+			attrs: map[string]any{ownership.AttrClaim: "garbage", "error.claim": "claimed"},
+			claim: ownership.ClaimMissing, attempt: AttemptUnknown, legacy: 1},
+		{name: "resend_count wins over the legacy attempt", kind: ptrace.SpanKindClient,
+			attrs:   map[string]any{"http.request.resend_count": 1, "retry.attempt": 4},
+			attempt: 1, legacy: 1},
+		{name: "legacy attempt sent as a string", kind: ptrace.SpanKindClient,
+			attrs: map[string]any{"retry.attempt": "2"}, attempt: 2, legacy: 1},
+		{name: "legacy names with overridden peer names", kind: ptrace.SpanKindClient,
+			cfg:           func(c *Config) { c.Attributes.PeerService = []string{"x.peer"} },
+			attrs:         map[string]any{"error.claim.received": "unclaimed", "retry.attempt": 1},
+			claimReceived: ownership.ClaimUnclaimed, attempt: 1, legacy: 1},
+		{name: "configured attempt names leave the legacy one out", kind: ptrace.SpanKindClient,
+			cfg:   func(c *Config) { c.Attributes.RetryAttempt = []string{"x.try"} },
+			attrs: map[string]any{"retry.attempt": 1}, attempt: AttemptUnknown},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			if tt.cfg != nil {
+				tt.cfg(&cfg)
+			}
+			require.NoError(t, cfg.Validate())
+			td, s := oneSpan("svc")
+			s.SetKind(tt.kind)
+			require.NoError(t, s.Attributes().FromRaw(tt.attrs))
+			ex := NewExtractor(cfg, NewSymbols(0))
+			recs := ex.Append(nil, td)
+			require.Len(t, recs, 1)
+			r := recs[0]
+			assert.Equal(t, tt.claim, r.Claim(), "claim")
+			assert.Equal(t, tt.claimReceived, r.ClaimReceived(), "claim received")
+			assert.Equal(t, tt.decision, r.Decision(), "decision")
+			assert.Equal(t, tt.attempt, r.Attempt, "attempt")
+			assert.Equal(t, tt.legacy, ex.Legacy, "spans counted as legacy")
+		})
+	}
+}

@@ -8,29 +8,9 @@ import (
 	"time"
 )
 
-// The ownership hints' wire format: what a collector serves at HintsPath
-// and the SDK hooks' hint client reads (docs/design.md §9.3).
-const (
-	// HintsVersion is the format version. A document of another version is
-	// rejected as a whole, so that an incompatible change can never be half
-	// understood.
-	HintsVersion = 1
-	// HintsPath is where a collector serves hints; the service is the query
-	// parameter "service".
-	HintsPath = "/v1/hints"
-)
-
-// Retry-budget defaults, after Finagle's RetryBudget: what a service keeps
-// when no hints say otherwise, and what a collector announces by default.
-const (
-	// DefaultRetryRatio: one retry per ten requests.
-	DefaultRetryRatio = 0.1
-	// DefaultMinRetriesPerSecond is the floor: retries a client may always
-	// make, so that a service with little traffic can still retry at all.
-	DefaultMinRetriesPerSecond = 10
-)
-
-// Hints is the document a collector serves for one service:
+// Hints is the document a collector serves for one service at HintsPath
+// (its JSON field names are those of conformance/vocabulary.yaml, which a
+// test holds the tags to):
 //
 //	{"version":1,"service":"checkout","generated_at":"2026-11-29T16:00:00Z","ttl_seconds":30,
 //	 "retry_budget":{"ratio":0.1,"min_retries_per_second":10},
@@ -103,12 +83,6 @@ func (b RetryBudget) Validate() error {
 	}
 	return nil
 }
-
-// MaxMinRetriesPerSecond is the largest retry-budget floor there is. A
-// floor is a reserve of retries a client may always make, per peer, on
-// top of what its requests earn; 100 times the default (10) is more than
-// any service needs, and a floor of 1e308 would be no budget at all.
-const MaxMinRetriesPerSecond = 1000
 
 // HintEdge is one learned edge: (service, Operation) → (PeerService,
 // PeerOperation).

@@ -3,6 +3,8 @@
 package ownership
 
 import (
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -49,5 +51,37 @@ func TestNamesRoundTrip(t *testing.T) {
 	}
 	if !DecisionSuppressedBudget.Suppressed() || !DecisionSuppressedUnclaimed.Suppressed() || DecisionRetried.Suppressed() {
 		t.Error("Suppressed is wrong")
+	}
+}
+
+// TestHintsJSONFields holds the hints structs' JSON tags to the field names
+// of conformance/vocabulary.yaml, which the other languages' hint clients
+// read by: a tag renamed here alone would be a document they cannot read.
+func TestHintsJSONFields(t *testing.T) {
+	for _, tt := range []struct {
+		object string
+		typ    reflect.Type
+	}{
+		{"hints", reflect.TypeFor[Hints]()},
+		{"retry_budget", reflect.TypeFor[RetryBudget]()},
+		{"edge", reflect.TypeFor[HintEdge]()},
+	} {
+		t.Run(tt.object, func(t *testing.T) {
+			var tags []string
+			for i := 0; i < tt.typ.NumField(); i++ {
+				name, _, _ := strings.Cut(tt.typ.Field(i).Tag.Get("json"), ",")
+				tags = append(tags, name)
+			}
+			if want := hintsFields[tt.object]; !slices.Equal(tags, want) {
+				t.Errorf("%s's JSON fields are %q; the registry says %q", tt.typ, tags, want)
+			}
+		})
+	}
+}
+
+// TestMaxClaimLen: ParseClaim's bound is the longest spelling it accepts.
+func TestMaxClaimLen(t *testing.T) {
+	if got := max(len(claimNames[ClaimClaimed]), len(claimNames[ClaimUnclaimed])); got != maxClaimLen {
+		t.Errorf("maxClaimLen = %d, the longest claim spelling is %d bytes", maxClaimLen, got)
 	}
 }

@@ -165,7 +165,7 @@ func (s *serverStream) SetTrailer(md metadata.MD) {
 // claimOf reads error-claim values: anything but exactly one "claimed" or
 // "unclaimed", including oversized values, is ClaimMissing.
 func claimOf(v []string) ownership.Claim {
-	if len(v) != 1 || len(v[0]) > 64 {
+	if len(v) != 1 || len(v[0]) > ownership.MaxClaimValueLen {
 		return ownership.ClaimMissing
 	}
 	return ownership.ParseClaim(v[0])

@@ -137,7 +137,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // ClaimMissing: a malformed claim must never pass for a claimed one.
 func ClaimOf(h http.Header) ownership.Claim {
 	v := h[ownership.HTTPClaimHeader]
-	if len(v) != 1 || len(v[0]) > 64 {
+	if len(v) != 1 || len(v[0]) > ownership.MaxClaimValueLen {
 		return ownership.ClaimMissing
 	}
 	return ownership.ParseClaim(v[0])

@@ -290,8 +290,8 @@ func (p *ownershipProcessor) observe(ctx context.Context, td ptrace.Traces) {
 	var c buffer.Counts
 	p.symbolsInUse.RLock()
 	sc.records = sc.ex.Append(sc.records[:0], td)
-	malformed := int64(sc.ex.Malformed)
-	sc.ex.Malformed = 0
+	malformed, legacy := int64(sc.ex.Malformed), int64(sc.ex.Legacy)
+	sc.ex.Malformed, sc.ex.Legacy = 0, 0
 	// Counted from the extraction rather than td.SpanCount(), which would
 	// walk the batch a second time on the pipeline's goroutine.
 	tb.ProcessorErrorownershipSpansSeen.Add(ctx, int64(len(sc.records))+malformed)
@@ -307,6 +307,9 @@ func (p *ownershipProcessor) observe(ctx context.Context, td ptrace.Traces) {
 
 	if malformed > 0 {
 		tb.ProcessorErrorownershipSpansMalformed.Add(ctx, malformed)
+	}
+	if legacy > 0 {
+		tb.ProcessorErrorownershipSpansLegacyAttributes.Add(ctx, legacy)
 	}
 	if c.Late > 0 {
 		tb.ProcessorErrorownershipSpansLate.Add(ctx, c.Late, p.lateDue)

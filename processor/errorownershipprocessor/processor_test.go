@@ -248,6 +248,7 @@ func TestPassThroughScenarios(t *testing.T) {
 			assert.Equal(t, spans, sink.SpanCount())
 			assert.EqualValues(t, spans, counter(t, tt, "spans_seen"))
 			assert.Zero(t, counter(t, tt, "spans_malformed"))
+			assert.Zero(t, counter(t, tt, "spans_legacy_attributes"), "the scenarios use the current names")
 			assert.Zero(t, counter(t, tt, "panics_recovered"))
 			if in.want == nil {
 				return

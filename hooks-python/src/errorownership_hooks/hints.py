@@ -31,6 +31,23 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from ._vocabulary import (
+    EDGE_FIELD_CONFIDENCE,
+    EDGE_FIELD_MODE,
+    EDGE_FIELD_OPERATION,
+    EDGE_FIELD_PEER_ADDRESSES,
+    EDGE_FIELD_PEER_OPERATION,
+    EDGE_FIELD_PEER_SERVICE,
+    EDGE_FIELD_SAMPLES,
+    HINTS_FIELD_EDGES,
+    HINTS_FIELD_GENERATED_AT,
+    HINTS_FIELD_RETRY_BUDGET,
+    HINTS_FIELD_SERVICE,
+    HINTS_FIELD_TTL_SECONDS,
+    HINTS_FIELD_VERSION,
+    RETRY_BUDGET_FIELD_MIN_RETRIES_PER_SECOND,
+    RETRY_BUDGET_FIELD_RATIO,
+)
 from .ownership import HINTS_PATH, HINTS_VERSION, Limits, Mode, default_limits, parse_mode
 
 __all__ = ["HintClient", "HintEdge", "Hints", "HintsError", "match_operation"]
@@ -97,10 +114,10 @@ def parse_hints(body: bytes, service: str) -> Hints:
         raise HintsError(f"not JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise HintsError("not a JSON object")
-    version = _get(doc, "version", int, 0)
-    svc = _get(doc, "service", str, "")
-    ttl = _get(doc, "ttl_seconds", int, 0)
-    gen = _get(doc, "generated_at", str, "")
+    version = _get(doc, HINTS_FIELD_VERSION, int, 0)
+    svc = _get(doc, HINTS_FIELD_SERVICE, str, "")
+    ttl = _get(doc, HINTS_FIELD_TTL_SECONDS, int, 0)
+    gen = _get(doc, HINTS_FIELD_GENERATED_AT, str, "")
     if gen:
         try:
             datetime.fromisoformat(gen.replace("Z", "+00:00"))
@@ -115,35 +132,35 @@ def parse_hints(body: bytes, service: str) -> Hints:
     if ttl > 2**63 - 1 or version > 2**63 - 1:
         raise HintsError("a number over int64")
     budget: Limits | None = None
-    rb = doc.get("retry_budget")
+    rb = doc.get(HINTS_FIELD_RETRY_BUDGET)
     if rb is not None:
         if not isinstance(rb, dict):
             raise HintsError("retry_budget: not an object")
-        budget = Limits(_number(rb, "ratio"), _number(rb, "min_retries_per_second"))
+        budget = Limits(_number(rb, RETRY_BUDGET_FIELD_RATIO), _number(rb, RETRY_BUDGET_FIELD_MIN_RETRIES_PER_SECOND))
         try:
             budget.validate()
         except ValueError as exc:
             raise HintsError(str(exc)) from None
-    raw_edges = _get(doc, "edges", list, [])
+    raw_edges = _get(doc, HINTS_FIELD_EDGES, list, [])
     edges = []
     for e in raw_edges:
         if not isinstance(e, dict):
             raise HintsError("edge: not an object")
-        addrs = _get(e, "peer_addresses", list, [])
+        addrs = _get(e, EDGE_FIELD_PEER_ADDRESSES, list, [])
         if not all(isinstance(a, str) for a in addrs):
             raise HintsError("peer_addresses: not strings")
-        mode = e.get("mode")
+        mode = e.get(EDGE_FIELD_MODE)
         if mode is not None and not isinstance(mode, str):
             raise HintsError("mode: not a string")
         edges.append(
             HintEdge(
-                operation=_get(e, "operation", str, ""),
-                peer_service=_get(e, "peer_service", str, ""),
-                peer_operation=_get(e, "peer_operation", str, ""),
+                operation=_get(e, EDGE_FIELD_OPERATION, str, ""),
+                peer_service=_get(e, EDGE_FIELD_PEER_SERVICE, str, ""),
+                peer_operation=_get(e, EDGE_FIELD_PEER_OPERATION, str, ""),
                 peer_addresses=tuple(addrs),
                 mode=parse_mode(mode),
-                confidence=_number(e, "confidence"),
-                samples=int(_get(e, "samples", int, 0)),
+                confidence=_number(e, EDGE_FIELD_CONFIDENCE),
+                samples=int(_get(e, EDGE_FIELD_SAMPLES, int, 0)),
             )
         )
     return Hints(version, svc, ttl, budget, tuple(edges))

@@ -25,30 +25,31 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                                      metric.Meter
-	mu                                         sync.Mutex
-	registrations                              []metric.Registration
-	ProcessorErrorownershipAnalysisDuration    metric.Float64Histogram
-	ProcessorErrorownershipBufferSpans         metric.Int64ObservableGauge
-	ProcessorErrorownershipBufferTraces        metric.Int64ObservableGauge
-	ProcessorErrorownershipEdges               metric.Int64ObservableGauge
-	ProcessorErrorownershipEdgesEvicted        metric.Int64ObservableCounter
-	ProcessorErrorownershipPanicsRecovered     metric.Int64Counter
-	ProcessorErrorownershipSpansDropped        metric.Int64Counter
-	ProcessorErrorownershipSpansLate           metric.Int64Counter
-	ProcessorErrorownershipSpansMalformed      metric.Int64Counter
-	ProcessorErrorownershipSpansSeen           metric.Int64Counter
-	ProcessorErrorownershipSpansUnlinked       metric.Int64Counter
-	ProcessorErrorownershipStoreFlushes        metric.Int64ObservableCounter
-	ProcessorErrorownershipStoreNamesTruncated metric.Int64ObservableCounter
-	ProcessorErrorownershipStoreRetries        metric.Int64ObservableCounter
-	ProcessorErrorownershipStoreRowsDropped    metric.Int64ObservableCounter
-	ProcessorErrorownershipStoreRowsPending    metric.Int64ObservableGauge
-	ProcessorErrorownershipTracesAnalyzed      metric.Int64Counter
-	ProcessorErrorownershipTracesEvicted       metric.Int64Counter
-	ProcessorErrorownershipVerdicts            metric.Int64Counter
-	ProcessorErrorownershipVerdictsHeld        metric.Int64Counter
-	ProcessorErrorownershipVerdictsRejudged    metric.Int64Counter
+	meter                                        metric.Meter
+	mu                                           sync.Mutex
+	registrations                                []metric.Registration
+	ProcessorErrorownershipAnalysisDuration      metric.Float64Histogram
+	ProcessorErrorownershipBufferSpans           metric.Int64ObservableGauge
+	ProcessorErrorownershipBufferTraces          metric.Int64ObservableGauge
+	ProcessorErrorownershipEdges                 metric.Int64ObservableGauge
+	ProcessorErrorownershipEdgesEvicted          metric.Int64ObservableCounter
+	ProcessorErrorownershipPanicsRecovered       metric.Int64Counter
+	ProcessorErrorownershipSpansDropped          metric.Int64Counter
+	ProcessorErrorownershipSpansLate             metric.Int64Counter
+	ProcessorErrorownershipSpansLegacyAttributes metric.Int64Counter
+	ProcessorErrorownershipSpansMalformed        metric.Int64Counter
+	ProcessorErrorownershipSpansSeen             metric.Int64Counter
+	ProcessorErrorownershipSpansUnlinked         metric.Int64Counter
+	ProcessorErrorownershipStoreFlushes          metric.Int64ObservableCounter
+	ProcessorErrorownershipStoreNamesTruncated   metric.Int64ObservableCounter
+	ProcessorErrorownershipStoreRetries          metric.Int64ObservableCounter
+	ProcessorErrorownershipStoreRowsDropped      metric.Int64ObservableCounter
+	ProcessorErrorownershipStoreRowsPending      metric.Int64ObservableGauge
+	ProcessorErrorownershipTracesAnalyzed        metric.Int64Counter
+	ProcessorErrorownershipTracesEvicted         metric.Int64Counter
+	ProcessorErrorownershipVerdicts              metric.Int64Counter
+	ProcessorErrorownershipVerdictsHeld          metric.Int64Counter
+	ProcessorErrorownershipVerdictsRejudged      metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -271,6 +272,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.ProcessorErrorownershipSpansLate, err = builder.meter.Int64Counter(
 		"otelcol_processor_errorownership_spans_late",
 		metric.WithDescription("Spans that arrived after their trace was analysed, by why it had left the buffer; they start a new buffer entry. [Alpha]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorErrorownershipSpansLegacyAttributes, err = builder.meter.Int64Counter(
+		"otelcol_processor_errorownership_spans_legacy_attributes",
+		metric.WithDescription("Spans that carried an ownership attribute under its name before v0.1.0 (error.claim, error.claim.received, retry.decision, retry.attempt), read where the current name was absent. [Alpha]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)

@@ -60,6 +60,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorErrorownershipPanicsRecovered.Add(context.Background(), 1)
 	tb.ProcessorErrorownershipSpansDropped.Add(context.Background(), 1)
 	tb.ProcessorErrorownershipSpansLate.Add(context.Background(), 1)
+	tb.ProcessorErrorownershipSpansLegacyAttributes.Add(context.Background(), 1)
 	tb.ProcessorErrorownershipSpansMalformed.Add(context.Background(), 1)
 	tb.ProcessorErrorownershipSpansSeen.Add(context.Background(), 1)
 	tb.ProcessorErrorownershipSpansUnlinked.Add(context.Background(), 1)
@@ -90,6 +91,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorErrorownershipSpansLate(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorErrorownershipSpansLegacyAttributes(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorErrorownershipSpansMalformed(t, testTel,

@@ -8,14 +8,14 @@ import java.util.Locale;
 /** What a callee says about an error it returns. */
 public enum Claim {
   /** No claim, or one that cannot be read: never mistaken for {@link #CLAIMED}. */
-  MISSING("missing"),
+  MISSING(OwnershipNames.CLAIM_MISSING),
   /** The callee originated the error: a caller may retry it. */
-  CLAIMED("claimed"),
+  CLAIMED(OwnershipNames.CLAIM_CLAIMED),
   /** The callee only passed a dependency's failure on: a caller must not retry it. */
-  UNCLAIMED("unclaimed");
+  UNCLAIMED(OwnershipNames.CLAIM_UNCLAIMED);
 
   /** The longest claim value read at all; longer values are {@link #MISSING}. */
-  public static final int MAX_VALUE_LENGTH = 64;
+  public static final int MAX_VALUE_LENGTH = OwnershipNames.MAX_CLAIM_VALUE_LENGTH;
 
   private final String wire;
 

@@ -7,11 +7,11 @@ package io.github.errorownership.hooks;
  */
 public enum Mode {
   /** Too few samples, or behaviour between the thresholds: treated as fail-close. */
-  UNKNOWN("unknown"),
+  UNKNOWN(OwnershipNames.MODE_UNKNOWN),
   /** When the call fails, the request fails. */
-  FAIL_CLOSE("fail_close"),
+  FAIL_CLOSE(OwnershipNames.MODE_FAIL_CLOSE),
   /** The service tolerates the call failing. */
-  FAIL_OPEN("fail_open");
+  FAIL_OPEN(OwnershipNames.MODE_FAIL_OPEN);
 
   private final String wire;
 

@@ -5,15 +5,15 @@ package io.github.errorownership.hooks;
 /** Why a service sent the claim it sent ({@code error_ownership.claim.reason}). */
 public enum Reason {
   /** The request did not fail, or nothing is known. */
-  NONE(""),
+  NONE(OwnershipNames.REASON_NONE),
   /** No outbound call failed: the service originated the error. */
-  OWN("own"),
+  OWN(OwnershipNames.REASON_OWN),
   /** A call on a fail-close (or not yet known) edge failed. */
-  PROPAGATED("propagated"),
+  PROPAGATED(OwnershipNames.REASON_PROPAGATED),
   /** Calls failed, but only on fail-open edges: the service failed for its own reason. */
-  COINCIDENTAL("coincidental"),
+  COINCIDENTAL(OwnershipNames.REASON_COINCIDENTAL),
   /** Propagated, and the failed callee sent no claim: this is the first hop that can unclaim. */
-  MISSING_DOWNSTREAM_CLAIM("missing_downstream_claim");
+  MISSING_DOWNSTREAM_CLAIM(OwnershipNames.REASON_MISSING_DOWNSTREAM_CLAIM);
 
   private final String wire;
 

@@ -5,17 +5,17 @@ package io.github.errorownership.hooks;
 /** What a caller did after a failed attempt ({@code error_ownership.retry.decision}). */
 public enum RetryDecision {
   /** Not recorded: no hooks, or the attempt succeeded. */
-  NONE(""),
+  NONE(OwnershipNames.RETRY_DECISION_NONE),
   /** The caller retried. */
-  RETRIED("retried"),
+  RETRIED(OwnershipNames.RETRY_DECISION_RETRIED),
   /** The callee unclaimed the error: no retry. */
-  SUPPRESSED_UNCLAIMED("suppressed_unclaimed"),
+  SUPPRESSED_UNCLAIMED(OwnershipNames.RETRY_DECISION_SUPPRESSED_UNCLAIMED),
   /** The retry budget was empty: no retry. */
-  SUPPRESSED_BUDGET("suppressed_budget"),
+  SUPPRESSED_BUDGET(OwnershipNames.RETRY_DECISION_SUPPRESSED_BUDGET),
   /** The caller has no retry policy for the call: it passes the error up claimed. */
-  NO_POLICY("no_policy"),
+  NO_POLICY(OwnershipNames.RETRY_DECISION_NO_POLICY),
   /** The attempt limit or the deadline refused another attempt. */
-  EXHAUSTED("exhausted");
+  EXHAUSTED(OwnershipNames.RETRY_DECISION_EXHAUSTED);
 
   private final String wire;
 

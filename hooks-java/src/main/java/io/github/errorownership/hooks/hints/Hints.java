@@ -2,6 +2,22 @@
 
 package io.github.errorownership.hooks.hints;
 
+import static io.github.errorownership.hooks.OwnershipNames.EDGE_FIELD_CONFIDENCE;
+import static io.github.errorownership.hooks.OwnershipNames.EDGE_FIELD_MODE;
+import static io.github.errorownership.hooks.OwnershipNames.EDGE_FIELD_OPERATION;
+import static io.github.errorownership.hooks.OwnershipNames.EDGE_FIELD_PEER_ADDRESSES;
+import static io.github.errorownership.hooks.OwnershipNames.EDGE_FIELD_PEER_OPERATION;
+import static io.github.errorownership.hooks.OwnershipNames.EDGE_FIELD_PEER_SERVICE;
+import static io.github.errorownership.hooks.OwnershipNames.EDGE_FIELD_SAMPLES;
+import static io.github.errorownership.hooks.OwnershipNames.HINTS_FIELD_EDGES;
+import static io.github.errorownership.hooks.OwnershipNames.HINTS_FIELD_GENERATED_AT;
+import static io.github.errorownership.hooks.OwnershipNames.HINTS_FIELD_RETRY_BUDGET;
+import static io.github.errorownership.hooks.OwnershipNames.HINTS_FIELD_SERVICE;
+import static io.github.errorownership.hooks.OwnershipNames.HINTS_FIELD_TTL_SECONDS;
+import static io.github.errorownership.hooks.OwnershipNames.HINTS_FIELD_VERSION;
+import static io.github.errorownership.hooks.OwnershipNames.RETRY_BUDGET_FIELD_MIN_RETRIES_PER_SECOND;
+import static io.github.errorownership.hooks.OwnershipNames.RETRY_BUDGET_FIELD_RATIO;
+
 import io.github.errorownership.hooks.BudgetLimits;
 import io.github.errorownership.hooks.Mode;
 import io.github.errorownership.hooks.OwnershipNames;
@@ -44,15 +60,15 @@ public record Hints(
       throw new IllegalArgumentException("not a JSON object");
     }
     Map<?, ?> m = (Map<?, ?>) v;
-    long version = integer(m, "version", 0);
+    long version = integer(m, HINTS_FIELD_VERSION, 0);
     if (version != OwnershipNames.HINTS_VERSION) {
       throw new IllegalArgumentException("version " + version + ", want 1");
     }
-    String svc = string(m, "service");
+    String svc = string(m, HINTS_FIELD_SERVICE);
     if (!svc.isEmpty() && !svc.equals(service)) {
       throw new IllegalArgumentException("hints for another service");
     }
-    Object gen = m.get("generated_at");
+    Object gen = m.get(HINTS_FIELD_GENERATED_AT);
     if (gen != null) {
       if (!(gen instanceof String)) {
         throw new IllegalArgumentException("generated_at is not a string");
@@ -63,24 +79,24 @@ public record Hints(
         throw new IllegalArgumentException("generated_at is not a time");
       }
     }
-    long ttl = integer(m, "ttl_seconds", 0);
+    long ttl = integer(m, HINTS_FIELD_TTL_SECONDS, 0);
     if (ttl < 0) {
       throw new IllegalArgumentException("negative ttl_seconds");
     }
     BudgetLimits budget = null;
-    Object rb = m.get("retry_budget");
+    Object rb = m.get(HINTS_FIELD_RETRY_BUDGET);
     if (rb != null) {
       if (!(rb instanceof Map)) {
         throw new IllegalArgumentException("retry_budget is not an object");
       }
-      budget = new BudgetLimits(number((Map<?, ?>) rb, "ratio"),
-          number((Map<?, ?>) rb, "min_retries_per_second"));
+      budget = new BudgetLimits(number((Map<?, ?>) rb, RETRY_BUDGET_FIELD_RATIO),
+          number((Map<?, ?>) rb, RETRY_BUDGET_FIELD_MIN_RETRIES_PER_SECOND));
       if (!budget.valid()) {
         throw new IllegalArgumentException("retry budget out of range");
       }
     }
     List<HintEdge> edges = new ArrayList<>();
-    Object es = m.get("edges");
+    Object es = m.get(HINTS_FIELD_EDGES);
     if (es != null) {
       if (!(es instanceof List)) {
         throw new IllegalArgumentException("edges is not an array");
@@ -91,7 +107,7 @@ public record Hints(
         }
         Map<?, ?> em = (Map<?, ?>) e;
         List<String> addrs = new ArrayList<>();
-        Object as = em.get("peer_addresses");
+        Object as = em.get(EDGE_FIELD_PEER_ADDRESSES);
         if (as != null) {
           if (!(as instanceof List)) {
             throw new IllegalArgumentException("peer_addresses is not an array");
@@ -103,9 +119,15 @@ public record Hints(
             addrs.add((String) a);
           }
         }
-        edges.add(new HintEdge(string(em, "operation"), string(em, "peer_service"),
-            string(em, "peer_operation"), Collections.unmodifiableList(addrs),
-            Mode.parse(string(em, "mode")), number(em, "confidence"), integer(em, "samples", 0)));
+        edges.add(
+            new HintEdge(
+                string(em, EDGE_FIELD_OPERATION),
+                string(em, EDGE_FIELD_PEER_SERVICE),
+                string(em, EDGE_FIELD_PEER_OPERATION),
+                Collections.unmodifiableList(addrs),
+                Mode.parse(string(em, EDGE_FIELD_MODE)),
+                number(em, EDGE_FIELD_CONFIDENCE),
+                integer(em, EDGE_FIELD_SAMPLES, 0)));
       }
     }
     return new Hints((int) version, svc, ttl, budget, Collections.unmodifiableList(edges));
