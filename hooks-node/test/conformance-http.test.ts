@@ -7,7 +7,7 @@ import * as http from 'node:http';
 import express from 'express';
 import { SpanKind } from '@opentelemetry/api';
 import { load } from './vectors';
-import { ATTRS, ScriptedCallee, close, listen, pick } from './helpers';
+import { ATTRS, ScriptedCallee, close, listen, pick, testFetch } from './helpers';
 import { HintSource, Mode, RetryBudget, createFetch, createHttpClient, expressMiddleware, wrapRequestListener, defaultRetryBudget } from '../src';
 
 const fast = { backoff: { initialMs: 1, maxMs: 1 } };
@@ -15,7 +15,7 @@ const fast = { backoff: { initialMs: 1, maxMs: 1 } };
 type Caller = (opts: { maxAttempts?: number; budget?: RetryBudget }) => (url: string, method: string, headers: Record<string, string>, body?: string) => Promise<number>;
 
 const viaFetch: Caller = opts => {
-  const f = createFetch({ ...fast, ...opts });
+  const f = createFetch({ ...fast, ...opts, fetch: testFetch });
   return async (url, method, headers, body) => {
     const res = await f(url, { method, headers, body });
     await res.arrayBuffer();
@@ -102,7 +102,7 @@ for (const [kind, makeApp] of [['express', expressApp], ['http.Server', plainApp
           callees.push(callee);
           if (c.mode) modes.set(callee.address, c.mode);
         }
-        const f = createFetch({ ...fast, budget: new RetryBudget({ ratio: 1, min_retries_per_second: 100 }) });
+        const f = createFetch({ ...fast, fetch: testFetch, budget: new RetryBudget({ ratio: 1, min_retries_per_second: 100 }) });
         const app = makeApp(new StaticHints(modes), async (_req, res) => {
           for (const [j, c] of (tc.calls ?? []).entries()) {
             const r = await f(callees[j]!.url + '/dep', { method: c.method, body: c.method === 'POST' ? 'x' : undefined });

@@ -3,6 +3,14 @@
 import * as http from 'node:http';
 import { AddressInfo } from 'node:net';
 
+/**
+ * The fetch the hooked clients wrap: the global one, or, when the version run
+ * sets EO_TEST_FETCH=undici (scripts/test-versions.ts), the fetch of the undici
+ * package this run resolves, so each undici the package declares is exercised.
+ */
+export const testFetch: typeof fetch | undefined =
+  process.env.EO_TEST_FETCH === 'undici' ? (require('undici') as { fetch: typeof fetch }).fetch : undefined;
+
 export interface Scripted {
   status: number;
   claim?: string;

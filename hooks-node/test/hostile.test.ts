@@ -13,7 +13,7 @@ import { AddressInfo } from 'node:net';
 import { Claim, HintClient, Ledger, createFetch, parseClaim, runWithLedger, wrapRequestListener } from '../src';
 import { grpcClientInterceptor } from '../src/grpc';
 import { Client, call, startServer, stop } from './grpc-helpers';
-import { close, listen } from './helpers';
+import { close, listen, testFetch } from './helpers';
 
 const MIB = 1 << 20;
 const S500 = 'HTTP/1.1 500 Internal Server Error\r\n';
@@ -123,7 +123,7 @@ test('hostile callee (HTTP)', async t => {
     await t.test(tc.name, async () => {
       const callee = await rawCallee(tc.respond);
       try {
-        const hooked = createFetch({ backoff: { initialMs: 1, maxMs: 2 }, maxAttempts: 2 });
+        const hooked = createFetch({ backoff: { initialMs: 1, maxMs: 2 }, maxAttempts: 2, fetch: testFetch });
         const without = await roundTrip(fetch, callee.url);
         const ledger = new Ledger();
         const withHooks = await runWithLedger(ledger, () => roundTrip(hooked as typeof fetch, callee.url));
