@@ -72,6 +72,7 @@ test-hooks: hooks-deps
 	cd hooks && $(GO) test -race -count=1 -timeout 10m ./...
 	cd hooks-java && mvn -B -q -ntp -o verify
 	cd hooks-node && npm test
+	cd hooks-node && npm run --silent test:artifact
 	cd hooks-python && .venv/bin/pytest -q && .venv/bin/mypy
 
 ## release-tags: tag VERSION (such as v0.1.0) for every published module, after checking that the modules require each other at VERSION (the tags are not pushed)
