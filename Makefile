@@ -96,6 +96,10 @@ lint: $(GOLANGCI_LINT)
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path '*/node_modules/*')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+## lint-node: eslint (typescript-eslint, type-checked) and prettier over the Node.js hooks
+lint-node: hooks-node/node_modules/.deps
+	cd hooks-node && npm run lint
+
 ## bench: every module's benchmarks, with their figures (docs/testing.md)
 bench:
 	@for m in $(MODULES); do (cd $$m && $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)) || exit 1; done

@@ -49,13 +49,17 @@ assert.equal(
   fs.readFileSync(path.join(root, '..', 'LICENSE'), 'utf8'),
   "hooks-node/LICENSE differs from the repository's LICENSE"
 );
-console.log(`artifact: npm pack --dry-run: ${files.length} files, ${files.filter(f => f.endsWith('.js')).length} .js, ${files.filter(f => f.endsWith('.d.ts')).length} .d.ts, LICENSE, README.md`);
+console.log(
+  `artifact: npm pack --dry-run: ${files.length} files, ${files.filter(f => f.endsWith('.js')).length} .js, ${files.filter(f => f.endsWith('.d.ts')).length} .d.ts, LICENSE, README.md`
+);
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'errorownership-hooks-artifact-'));
 try {
   assert.ok(path.relative(path.resolve(root, '..'), dir).startsWith('..'), `${dir} is inside the checkout`);
   // The dry run's prepack has just compiled: the tarball is packed from that.
-  const [packed] = JSON.parse(run(npm, ['pack', '--json', '--ignore-scripts', '--pack-destination', dir], root)) as PackResult[];
+  const [packed] = JSON.parse(
+    run(npm, ['pack', '--json', '--ignore-scripts', '--pack-destination', dir], root)
+  ) as PackResult[];
   assert.ok(packed);
   assert.deepEqual(packed.files.map(f => f.path).sort(), files, 'the tarball differs from the dry run');
   const tarball = path.join(dir, packed.filename);
@@ -67,11 +71,25 @@ try {
     path.join(project, 'package.json'),
     JSON.stringify({ name: 'artifact-consumer', version: '0.0.0', private: true }, null, 2) + '\n'
   );
-  run(npm, ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', tarball, 'express', '@opentelemetry/api'], project);
+  run(
+    npm,
+    [
+      'install',
+      '--prefer-offline',
+      '--no-audit',
+      '--no-fund',
+      '--loglevel=error',
+      tarball,
+      'express',
+      '@opentelemetry/api',
+    ],
+    project
+  );
   fs.copyFileSync(path.join(root, 'scripts', 'artifact', 'consumer.js'), path.join(project, 'consumer.js'));
   process.stdout.write(run(process.execPath, ['consumer.js'], project));
   // The README promises ESM services can import the CommonJS build by name.
-  const esm = "import { createFetch, expressMiddleware } from '@errorownership/hooks'; import { grpcServerInterceptor } from '@errorownership/hooks/grpc'; if (typeof createFetch !== 'function' || typeof expressMiddleware !== 'function' || typeof grpcServerInterceptor !== 'function') process.exit(1); console.log('consumer: ESM named imports resolve');";
+  const esm =
+    "import { createFetch, expressMiddleware } from '@errorownership/hooks'; import { grpcServerInterceptor } from '@errorownership/hooks/grpc'; if (typeof createFetch !== 'function' || typeof expressMiddleware !== 'function' || typeof grpcServerInterceptor !== 'function') process.exit(1); console.log('consumer: ESM named imports resolve');";
   process.stdout.write(run(process.execPath, ['--input-type=module', '-e', esm], project));
   console.log('artifact: pass');
 } finally {

@@ -83,7 +83,12 @@ const runs: Run[] = [
     name: 'newest (the devDependencies), global fetch',
     tree: build,
     env: {},
-    expect: [newest('express', 'test'), newest('@grpc/grpc-js', 'test'), newest('@grpc/grpc-js', 'hooks'), newest('@opentelemetry/api', 'hooks')],
+    expect: [
+      newest('express', 'test'),
+      newest('@grpc/grpc-js', 'test'),
+      newest('@grpc/grpc-js', 'hooks'),
+      newest('@opentelemetry/api', 'hooks'),
+    ],
   },
   {
     name: 'newest undici (its fetch wrapped)',
@@ -96,7 +101,9 @@ const runs: Run[] = [
     name: 'oldest',
     tree: path.join(build, 'oldest'),
     env: { EO_TEST_FETCH: 'undici' },
-    expect: floors.flatMap(f => f.from.map(from => ({ name: f.name, from, version: versionIn(path.join(modules, f.alias)) }))),
+    expect: floors.flatMap(f =>
+      f.from.map(from => ({ name: f.name, from, version: versionIn(path.join(modules, f.alias)) }))
+    ),
   },
 ];
 

@@ -33,13 +33,17 @@ interface Expectation {
 
 const raw = process.env.EO_TEST_EXPECT;
 
-test('the run loads the versions it is meant to test', { skip: raw ? false : 'EO_TEST_EXPECT unset: run through npm test' }, async t => {
-  const want = JSON.parse(raw!) as Expectation[];
-  assert.ok(want.length > 0);
-  const dirs = { test: __dirname, hooks: path.join(__dirname, '..', 'src') };
-  for (const e of want) {
-    await t.test(`${e.name} from ${e.from}`, () => {
-      assert.equal(resolvedVersion(e.name, dirs[e.from]), e.version);
-    });
+test(
+  'the run loads the versions it is meant to test',
+  { skip: raw ? false : 'EO_TEST_EXPECT unset: run through npm test' },
+  async t => {
+    const want = JSON.parse(raw!) as Expectation[];
+    assert.ok(want.length > 0);
+    const dirs = { test: __dirname, hooks: path.join(__dirname, '..', 'src') };
+    for (const e of want) {
+      await t.test(`${e.name} from ${e.from}`, () => {
+        assert.equal(resolvedVersion(e.name, dirs[e.from]), e.version);
+      });
+    }
   }
-});
+);

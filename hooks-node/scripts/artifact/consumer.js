@@ -30,7 +30,7 @@ async function main() {
   assert.equal(typeof grpcClientInterceptor, 'function');
 
   const hits = new Map();
-  const count = (name) => hits.set(name, (hits.get(name) ?? 0) + 1);
+  const count = name => hits.set(name, (hits.get(name) ?? 0) + 1);
 
   // A dependency without the hooks: fails, and says nothing about whose fault it was.
   const dependency = http.createServer((req, res) => {
@@ -74,19 +74,23 @@ async function main() {
     assert.equal(hits.get('dependency'), 3, 'an unlabelled error is retried');
 
     // Read off the files: @opentelemetry/api exports no ./package.json.
-    const versionOf = (name) =>
+    const versionOf = name =>
       JSON.parse(fs.readFileSync(path.join(__dirname, 'node_modules', name, 'package.json'), 'utf8')).version;
-    console.log(`consumer: @errorownership/hooks ${versionOf('@errorownership/hooks')} from ${path.dirname(installed)}`);
+    console.log(
+      `consumer: @errorownership/hooks ${versionOf('@errorownership/hooks')} from ${path.dirname(installed)}`
+    );
     console.log(`consumer: express ${versionOf('express')}, @opentelemetry/api ${versionOf('@opentelemetry/api')}`);
     console.log(`consumer: GET /own -> ${own.status} Error-Claim: claimed, ${hits.get('own')} attempts`);
-    console.log(`consumer: GET /passes-on -> ${passesOn.status} Error-Claim: unclaimed, 1 attempt (dependency tried ${hits.get('dependency')} times)`);
+    console.log(
+      `consumer: GET /passes-on -> ${passesOn.status} Error-Claim: unclaimed, 1 attempt (dependency tried ${hits.get('dependency')} times)`
+    );
   } finally {
     service.close();
     dependency.close();
   }
 }
 
-main().catch((err) => {
+main().catch(err => {
   console.error(err);
   process.exit(1);
 });
