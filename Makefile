@@ -72,6 +72,7 @@ test-hooks: hooks-deps
 	cd hooks && $(GO) test -race -count=1 -timeout 10m ./...
 	cd hooks-java && mvn -B -q -ntp -o verify
 	cd hooks-node && npm test
+	cd hooks-node && npm run --silent test:artifact
 	cd hooks-python && .venv/bin/pytest -q && .venv/bin/mypy
 	@# Again at the oldest versions the package declares (hooks-python/README.md).
 	cd hooks-python && bash scripts/test-floor
@@ -108,6 +109,11 @@ lint: $(GOLANGCI_LINT)
 lint-python: hooks-python/.venv/.deps
 	cmp LICENSE hooks-python/LICENSE
 	cd hooks-python && .venv/bin/ruff check && .venv/bin/ruff format --check && .venv/bin/mypy
+
+## lint-node: eslint (typescript-eslint, type-checked) and prettier over the Node.js hooks
+.PHONY: lint-node
+lint-node: hooks-node/node_modules/.deps
+	cd hooks-node && npm run lint
 
 ## bench: every module's benchmarks, with their figures (docs/testing.md)
 bench:

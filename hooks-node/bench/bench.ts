@@ -31,13 +31,15 @@ async function main(): Promise<void> {
   const hooked = createFetch({ fetch: stub as unknown as typeof fetch });
   const N = 50_000;
   const bareClient = await timeIt(N, async () => void (await stub()));
-  const hookedClient = await timeIt(N, () => runWithLedger(new Ledger(), async () => void (await hooked('http://10.0.0.7:8080/x'))));
+  const hookedClient = await timeIt(N, () =>
+    runWithLedger(new Ledger(), async () => void (await hooked('http://10.0.0.7:8080/x')))
+  );
   const fakeRes = (): ServerResponse => {
     const req = new IncomingMessage(null as never);
     const res = new ServerResponse(req);
     res.writeHead = function (this: ServerResponse) {
       return this;
-    } as never;
+    };
     return res;
   };
   const bareServer = await timeIt(N, async () => {
@@ -54,8 +56,12 @@ async function main(): Promise<void> {
     });
   });
   console.log('in process (no network):');
-  console.log(`  client, success     bare ${fmt(bareClient)}   hooks ${fmt(hookedClient)}   overhead ${fmt(hookedClient - bareClient)}`);
-  console.log(`  server, 500 claimed bare ${fmt(bareServer)}   hooks ${fmt(hookedServer)}   overhead ${fmt(hookedServer - bareServer)}`);
+  console.log(
+    `  client, success     bare ${fmt(bareClient)}   hooks ${fmt(hookedClient)}   overhead ${fmt(hookedClient - bareClient)}`
+  );
+  console.log(
+    `  server, 500 claimed bare ${fmt(bareServer)}   hooks ${fmt(hookedServer)}   overhead ${fmt(hookedServer - bareServer)}`
+  );
 
   // 2. End to end on 127.0.0.1: a service whose handler calls a callee.
   const callee = http.createServer((_q, r) => r.end('ok'));

@@ -75,13 +75,13 @@ export class RetryBudget {
   /** Records one request (a logical call's first attempt, not a retry). */
   deposit(): void {
     const e = this.epoch();
-    bump(this.deposits[e % SLICES]!, e);
+    bump(this.deposits[e % SLICES], e);
   }
 
   /** Takes one retry from the budget and reports whether it was allowed. */
   tryWithdraw(): boolean {
     const e = this.epoch();
-    const slot = this.withdrawals[e % SLICES]!;
+    const slot = this.withdrawals[e % SLICES];
     bump(slot, e);
     if (this.balance(e) >= 0) return true;
     if (slot.epoch === e && slot.count > 0) slot.count--;
@@ -97,8 +97,8 @@ export class RetryBudget {
     let d = 0;
     let w = 0;
     for (let i = 0; i < SLICES; i++) {
-      d += count(this.deposits[i]!, e);
-      w += count(this.withdrawals[i]!, e);
+      d += count(this.deposits[i], e);
+      w += count(this.withdrawals[i], e);
     }
     return this.ratio * d + this.floor * this.windowSeconds - w + 1e-9;
   }

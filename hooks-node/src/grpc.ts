@@ -44,7 +44,7 @@ export interface GrpcHooksOptions extends RetrySettings {
 export function targetAddress(target: string): string {
   if (/^[^/]*:\d+$/.test(target) && !target.includes('://')) return target;
   const m = /^[a-z][a-z0-9+.-]*:(?:\/\/[^/]*)?\/?(.+)$/i.exec(target);
-  return m ? m[1]! : target;
+  return m ? m[1] : target;
 }
 
 function operation(path: string): string {
@@ -82,9 +82,25 @@ export function grpcClientInterceptor(options: GrpcHooksOptions = {}): grpc.Inte
     } catch {
       hasPolicy = false;
     }
-    const deadline = callOptions.deadline instanceof Date ? callOptions.deadline.getTime() : typeof callOptions.deadline === 'number' ? callOptions.deadline : undefined;
+    const deadline =
+      callOptions.deadline instanceof Date
+        ? callOptions.deadline.getTime()
+        : typeof callOptions.deadline === 'number'
+          ? callOptions.deadline
+          : undefined;
     const ac = new AbortController();
-    const lc = new LogicalCall(settings, budgets, budgets.for(peer), peer, hasPolicy, fault, ac.signal, deadline, ledgerFrom(parent), false);
+    const lc = new LogicalCall(
+      settings,
+      budgets,
+      budgets.for(peer),
+      peer,
+      hasPolicy,
+      fault,
+      ac.signal,
+      deadline,
+      ledgerFrom(parent),
+      false
+    );
     const peerOp = (): string => operation(path);
     let metadata: grpc.Metadata;
     let message: unknown;
@@ -96,10 +112,19 @@ export function grpcClientInterceptor(options: GrpcHooksOptions = {}): grpc.Inte
     const startSpan = (n: number): Span | undefined => {
       if (!spans) return undefined;
       const [service, method] = operation(path).split('/');
-      return tracer().startSpan(`${operation(path)} attempt ${n}`, {
-        kind: SpanKind.CLIENT,
-        attributes: { 'rpc.system': 'grpc', 'rpc.service': service ?? '', 'rpc.method': method ?? '', ...(peer ? { 'server.address': peer } : {}) },
-      }, parent);
+      return tracer().startSpan(
+        `${operation(path)} attempt ${n}`,
+        {
+          kind: SpanKind.CLIENT,
+          attributes: {
+            'rpc.system': 'grpc',
+            'rpc.service': service ?? '',
+            'rpc.method': method ?? '',
+            ...(peer ? { 'server.address': peer } : {}),
+          },
+        },
+        parent
+      );
     };
 
     const listenerFor = (a: Attempt): grpc.InterceptingListener => {
@@ -115,7 +140,7 @@ export function grpcClientInterceptor(options: GrpcHooksOptions = {}): grpc.Inte
           gotMsg = true;
         },
         onReceiveStatus(status) {
-          a.settle(status.code, status.code === 0 ? undefined : status.metadata?.get(GRPC_CLAIM_KEY));
+          a.settle(status.code, status.code === g().status.OK ? undefined : status.metadata?.get(GRPC_CLAIM_KEY));
           a.annotate();
           a.span?.end();
           const done = (): void => {
@@ -151,7 +176,7 @@ export function grpcClientInterceptor(options: GrpcHooksOptions = {}): grpc.Inte
     return new InterceptingCall(nextCall(callOptions), {
       start(md, listener, next) {
         metadata = md ?? new Metadata();
-        upstream = listener as grpc.InterceptingListener;
+        upstream = listener;
         first = new Attempt(lc, 0);
         first.span = startSpan(0);
         next(md, listenerFor(first));
@@ -181,7 +206,9 @@ export function grpcClientInterceptor(options: GrpcHooksOptions = {}): grpc.Inte
  * error_ownership.claim.reason on the active (SERVER) span. A handler's own valid
  * claim in its trailers wins; any other value is replaced.
  */
-export function grpcServerInterceptor(options: Pick<GrpcHooksOptions, 'hints' | 'faultCodes'> = {}): grpc.ServerInterceptor {
+export function grpcServerInterceptor(
+  options: Pick<GrpcHooksOptions, 'hints' | 'faultCodes'> = {}
+): grpc.ServerInterceptor {
   const faults = new Set(options.faultCodes ?? DEFAULT_FAULT_CODES);
   return (methodDescriptor, call) => {
     const { ServerInterceptingCall, Metadata } = g();
@@ -230,7 +257,7 @@ export function grpcServerInterceptor(options: Pick<GrpcHooksOptions, 'hints' | 
                   }
                 };
               }
-              const { claim, reason } = ledger.decide(modes, status.code === 4);
+              const { claim, reason } = ledger.decide(modes, status.code === g().status.DEADLINE_EXCEEDED);
               md.set(GRPC_CLAIM_KEY, claim);
               if (claim === 'unclaimed') md.set(GRPC_PUSHBACK_KEY, '-1');
               if (span?.isRecording()) {

@@ -1,15 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 import { HintSource } from './claim';
-import {
-  HINTS_PATH,
-  HintEdge,
-  Hints,
-  Mode,
-  RetryBudgetLimits,
-  decodeHints,
-  defaultRetryBudget,
-} from './ownership';
+import { HINTS_PATH, HintEdge, Hints, Mode, RetryBudgetLimits, decodeHints, defaultRetryBudget } from './ownership';
 import { matchOperation } from './routes';
 
 /** How long hints stay fresh when neither the response nor the document says. */
@@ -132,14 +124,19 @@ export class HintClient implements HintSource {
     const revalidate = old !== undefined && this.etag !== '';
     if (revalidate) headers['If-None-Match'] = this.etag;
     const ac = new AbortController();
-    const timer = this.timeout > 0 ? setTimeout(() => ac.abort(new Error(`hints: fetch timed out after ${this.timeout} ms`)), this.timeout) : undefined;
+    const timer =
+      this.timeout > 0
+        ? setTimeout(() => ac.abort(new Error(`hints: fetch timed out after ${this.timeout} ms`)), this.timeout)
+        : undefined;
     timer?.unref();
     try {
       let res: Response;
       try {
         res = await f(this.url, { headers, signal: ac.signal });
       } catch (e) {
-        throw new Error(`hints: ${this.shown()}: ${ac.signal.aborted ? String(ac.signal.reason) : describe(e)}`);
+        throw new Error(`hints: ${this.shown()}: ${ac.signal.aborted ? String(ac.signal.reason) : describe(e)}`, {
+          cause: e,
+        });
       }
       if (res.status === 304 && revalidate && old) {
         void res.body?.cancel().catch(() => undefined);
@@ -155,10 +152,15 @@ export class HintClient implements HintSource {
       try {
         doc = JSON.parse(body);
       } catch (e) {
-        throw new Error(`hints: ${this.shown()}: ${describe(e)}`);
+        throw new Error(`hints: ${this.shown()}: ${describe(e)}`, { cause: e });
       }
       const h = decodeHints(doc, this.service);
-      this.state = { hints: h, index: new Index(h.edges), limits: h.retry_budget ?? defaultRetryBudget(), checked: this.now() };
+      this.state = {
+        hints: h,
+        index: new Index(h.edges),
+        limits: h.retry_budget ?? defaultRetryBudget(),
+        checked: this.now(),
+      };
       const etag = res.headers.get('etag') ?? '';
       this.etag = etag.length > MAX_ETAG ? '' : etag;
       return pollAfter(res.headers.get('cache-control'), h);
@@ -214,7 +216,7 @@ function describe(e: unknown): string {
 
 async function readLimited(res: Response, limit: number): Promise<string> {
   if (!res.body) return '';
-  const reader = res.body.getReader();
+  const reader: ReadableStreamDefaultReader<Uint8Array> = res.body.getReader();
   const chunks: Uint8Array[] = [];
   let n = 0;
   for (;;) {
@@ -240,6 +242,8 @@ function maxAge(cc: string | null): number | undefined {
     const p = part.trim();
     const i = p.indexOf('=');
     if (i < 0) continue;
+    // Only ASCII may spell max-age: toLowerCase folds some non-ASCII letters into it.
+    // eslint-disable-next-line no-control-regex
     if (p.slice(0, i).toLowerCase() !== 'max-age' || /[^\x00-\x7f]/.test(p.slice(0, i))) continue;
     const v = p.slice(i + 1).replace(/^"+|"+$/g, '');
     if (!/^[+-]?[0-9]+$/.test(v)) return undefined;
@@ -299,14 +303,17 @@ class Index {
     }
     let mine = false;
     if (operation !== '') {
-      mine = cands.some(i => matchOperation(this.edges[i]!.operation, operation));
+      mine = cands.some(i => matchOperation(this.edges[i].operation, operation));
     }
     let open = 0;
     let close = 0;
     let unknown = 0;
     for (const i of cands) {
-      const e = this.edges[i]!;
-      if ((mine && !matchOperation(e.operation, operation)) || (peerOperation !== '' && !matchOperation(e.peer_operation, peerOperation))) {
+      const e = this.edges[i];
+      if (
+        (mine && !matchOperation(e.operation, operation)) ||
+        (peerOperation !== '' && !matchOperation(e.peer_operation, peerOperation))
+      ) {
         continue;
       }
       if (e.mode === 'fail_open') open++;

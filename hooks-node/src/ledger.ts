@@ -51,7 +51,10 @@ export class Ledger {
   }
 
   /** Applies decideClaim to the snapshot; a call in flight means timed out. */
-  decide(modes: ModeFunc | undefined, timedOut: boolean): { claim: Exclude<Claim, 'missing'>; reason: Exclude<Reason, ''> } {
+  decide(
+    modes: ModeFunc | undefined,
+    timedOut: boolean
+  ): { claim: Exclude<Claim, 'missing'>; reason: Exclude<Reason, ''> } {
     const outs = this.outcomes();
     if (outs.some(o => o.inFlight)) timedOut = true;
     return decideClaim(outs, modes, timedOut);

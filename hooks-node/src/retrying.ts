@@ -29,14 +29,17 @@ export interface RetrySettings {
 export class Budgets {
   private readonly peers = new Map<string, RetryBudget>();
   private overflow: RetryBudget | undefined;
-  constructor(private readonly shared?: RetryBudget, private readonly hints?: HintSource) {}
+  constructor(
+    private readonly shared?: RetryBudget,
+    private readonly hints?: HintSource
+  ) {}
 
   for(peer: string): RetryBudget {
     if (this.shared) return this.shared;
     const b = this.peers.get(peer);
     if (b) return b;
     if (this.peers.size >= MAX_PEERS) {
-      if (!this.overflow) this.overflow = new RetryBudget(this.limits());
+      this.overflow ??= new RetryBudget(this.limits());
       return this.overflow;
     }
     const nb = new RetryBudget(this.limits());

@@ -70,7 +70,7 @@ export function parseClaim(s: string): Claim {
  * accepts. Several fields, a comma list or anything else is "missing".
  */
 export function claimOfValues(values: readonly (string | Buffer)[] | undefined | null): Claim {
-  if (!values || values.length !== 1) return 'missing';
+  if (values?.length !== 1) return 'missing';
   const v = values[0];
   if (v === undefined || v === null) return 'missing';
   if (v.length > MAX_CLAIM_VALUE_BYTES) return 'missing';
@@ -145,11 +145,13 @@ export function decodeHints(doc: unknown, service: string): Hints {
   const version = doc[HINTS_FIELD_VERSION];
   if (version !== HINTS_VERSION) throw new Error(`hints: version ${String(version)}, want ${HINTS_VERSION}`);
   const svc = optString(doc[HINTS_FIELD_SERVICE], 'service');
-  if (svc !== '' && svc !== service) throw new Error(`hints for service ${JSON.stringify(svc)}, want ${JSON.stringify(service)}`);
+  if (svc !== '' && svc !== service)
+    throw new Error(`hints for service ${JSON.stringify(svc)}, want ${JSON.stringify(service)}`);
   let ttl = 0;
   const ttlSeconds = doc[HINTS_FIELD_TTL_SECONDS];
   if (ttlSeconds !== undefined && ttlSeconds !== null) {
-    if (typeof ttlSeconds !== 'number' || !Number.isInteger(ttlSeconds)) throw new Error('hints: ttl_seconds not an integer');
+    if (typeof ttlSeconds !== 'number' || !Number.isInteger(ttlSeconds))
+      throw new Error('hints: ttl_seconds not an integer');
     ttl = ttlSeconds;
   }
   if (ttl < 0) throw new Error('hints: negative ttl_seconds');
@@ -161,7 +163,9 @@ export function decodeHints(doc: unknown, service: string): Hints {
     const floor = b[RETRY_BUDGET_FIELD_MIN_RETRIES_PER_SECOND] ?? 0;
     if (typeof ratio !== 'number' || typeof floor !== 'number') throw new Error('hints: retry_budget not numbers');
     if (!(ratio >= 0 && ratio <= 1) || !(floor >= 0 && floor <= MAX_MIN_RETRIES_PER_SECOND)) {
-      throw new Error(`retry budget out of range: ratio ${ratio} (want 0 to 1), min_retries_per_second ${floor} (want 0 to ${MAX_MIN_RETRIES_PER_SECOND})`);
+      throw new Error(
+        `retry budget out of range: ratio ${ratio} (want 0 to 1), min_retries_per_second ${floor} (want 0 to ${MAX_MIN_RETRIES_PER_SECOND})`
+      );
     }
     budget = { ratio, min_retries_per_second: floor };
   }
@@ -177,7 +181,7 @@ export function decodeHints(doc: unknown, service: string): Hints {
         if (!Array.isArray(as) || !as.every(a => typeof a === 'string')) {
           throw new Error('hints: peer_addresses not strings');
         }
-        addrs = as as string[];
+        addrs = as;
       }
       const confidence = e[EDGE_FIELD_CONFIDENCE];
       const samples = e[EDGE_FIELD_SAMPLES];

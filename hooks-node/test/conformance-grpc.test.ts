@@ -13,7 +13,12 @@ import { grpcClientInterceptor, grpcServerInterceptor } from '../src/grpc';
 
 const fast = { backoff: { initialMs: 1, maxMs: 1 } };
 const v = load('grpc.json');
-const CLIENT_ATTRS = ['error_ownership.retry.attempt', 'http.request.resend_count', 'error_ownership.claim.received', 'error_ownership.retry.decision'];
+const CLIENT_ATTRS = [
+  'error_ownership.retry.attempt',
+  'http.request.resend_count',
+  'error_ownership.claim.received',
+  'error_ownership.retry.decision',
+];
 
 test('grpc.json client', async t => {
   assert.ok(v.client.cases.length > 0);
@@ -41,7 +46,11 @@ test('grpc.json client', async t => {
         const spans = (await spansWhen(all => all.filter(mine).length >= tc.want.spans.length))
           .filter(mine)
           .sort((a, b) => a.startTime[0] - b.startTime[0] || a.startTime[1] - b.startTime[1]);
-        assert.deepEqual(spans.map(s => pick(s.attributes, CLIENT_ATTRS)), tc.want.spans, 'attributes per attempt span');
+        assert.deepEqual(
+          spans.map(s => pick(s.attributes, CLIENT_ATTRS)),
+          tc.want.spans,
+          'attributes per attempt span'
+        );
       } finally {
         client.close();
         stop(callee.server);
@@ -73,7 +82,13 @@ test('grpc.json server', async t => {
         if (c.mode) modes.set(callee.address, c.mode);
         clients.push(
           new Client(callee.address, grpc.credentials.createInsecure(), {
-            interceptors: [grpcClientInterceptor({ ...fast, target: callee.address, budget: new RetryBudget({ ratio: 1, min_retries_per_second: 100 }) })],
+            interceptors: [
+              grpcClientInterceptor({
+                ...fast,
+                target: callee.address,
+                budget: new RetryBudget({ ratio: 1, min_retries_per_second: 100 }),
+              }),
+            ],
           })
         );
       }
@@ -103,7 +118,11 @@ test('grpc.json server', async t => {
         const spans = await spansWhen(all => all.some(s => s.spanContext().spanId === serverSpanId));
         const span = spans.find(s => s.spanContext().spanId === serverSpanId);
         assert.ok(span, 'the SERVER span');
-        assert.deepEqual(pick(span.attributes, ['error_ownership.claim.sent', 'error_ownership.claim.reason']), tc.want.span, 'SERVER span attributes');
+        assert.deepEqual(
+          pick(span.attributes, ['error_ownership.claim.sent', 'error_ownership.claim.reason']),
+          tc.want.span,
+          'SERVER span attributes'
+        );
       } finally {
         caller.close();
         clients.forEach(c => c.close());

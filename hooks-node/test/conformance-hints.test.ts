@@ -52,7 +52,11 @@ interface Q {
 }
 
 function ask(c: HintClient, q: Q): void {
-  assert.equal(c.mode(q.operation, q.peer, q.peer_operation), q.want, `${q.name}: mode(${q.operation}, ${q.peer}, ${q.peer_operation})`);
+  assert.equal(
+    c.mode(q.operation, q.peer, q.peer_operation),
+    q.want,
+    `${q.name}: mode(${q.operation}, ${q.peer}, ${q.peer_operation})`
+  );
 }
 
 const v = load('hints.json');
@@ -89,7 +93,13 @@ test('hints.json garbage', async t => {
         const r = await c.refresh();
         assert.ok(r.error, 'accepted');
         assert.equal(r.nextMs, 1000);
-        ask(c, { name: 'the last good hints', operation: 'POST /checkout', peer: 'recommendations', peer_operation: '', want: 'fail_open' });
+        ask(c, {
+          name: 'the last good hints',
+          operation: 'POST /checkout',
+          peer: 'recommendations',
+          peer_operation: '',
+          want: 'fail_open',
+        });
       } finally {
         await s.close();
       }
@@ -176,7 +186,13 @@ test('hints.json etag', async t => {
         assert.equal(r.error, undefined);
         assert.equal(s.lastINM, tc.etag);
         assert.equal(r.nextMs, 9000);
-        ask(c, { name: 'kept by the 304', operation: 'POST /checkout', peer: 'recommendations', peer_operation: '', want: 'fail_open' });
+        ask(c, {
+          name: 'kept by the 304',
+          operation: 'POST /checkout',
+          peer: 'recommendations',
+          peer_operation: '',
+          want: 'fail_open',
+        });
         s.serve(304, '');
         r = await c.refresh();
         assert.equal(r.error, undefined);

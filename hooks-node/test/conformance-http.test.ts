@@ -7,15 +7,27 @@ import * as http from 'node:http';
 import express from 'express';
 import { SpanKind } from '@opentelemetry/api';
 import { load } from './vectors';
-import { ATTRS, ScriptedCallee, close, listen, pick } from './helpers';
-import { HintSource, Mode, RetryBudget, createFetch, createHttpClient, expressMiddleware, wrapRequestListener, defaultRetryBudget } from '../src';
+import { ATTRS, ScriptedCallee, close, listen, pick, testFetch } from './helpers';
+import {
+  HintSource,
+  Mode,
+  RetryBudget,
+  createFetch,
+  createHttpClient,
+  expressMiddleware,
+  wrapRequestListener,
+  defaultRetryBudget,
+} from '../src';
 
 const fast = { backoff: { initialMs: 1, maxMs: 1 } };
 
-type Caller = (opts: { maxAttempts?: number; budget?: RetryBudget }) => (url: string, method: string, headers: Record<string, string>, body?: string) => Promise<number>;
+type Caller = (opts: {
+  maxAttempts?: number;
+  budget?: RetryBudget;
+}) => (url: string, method: string, headers: Record<string, string>, body?: string) => Promise<number>;
 
 const viaFetch: Caller = opts => {
-  const f = createFetch({ ...fast, ...opts });
+  const f = createFetch({ ...fast, ...opts, fetch: testFetch });
   return async (url, method, headers, body) => {
     const res = await f(url, { method, headers, body });
     await res.arrayBuffer();
@@ -35,14 +47,20 @@ const viaHttpRequest: Caller = opts => {
 
 const client = load('client.json');
 
-for (const [kind, caller] of [['fetch (instrumentation-undici)', viaFetch], ['http.request (instrumentation-http)', viaHttpRequest]] as const) {
+for (const [kind, caller] of [
+  ['fetch (instrumentation-undici)', viaFetch],
+  ['http.request (instrumentation-http)', viaHttpRequest],
+] as const) {
   test(`client.json via ${kind}`, async t => {
     assert.ok(client.cases.length > 0);
     for (const tc of client.cases) {
       await t.test(tc.name, async () => {
         const callee = await new ScriptedCallee(tc.responses).listen();
         try {
-          const call = caller({ maxAttempts: tc.max_attempts, budget: tc.budget ? new RetryBudget(tc.budget) : undefined });
+          const call = caller({
+            maxAttempts: tc.max_attempts,
+            budget: tc.budget ? new RetryBudget(tc.budget) : undefined,
+          });
           const parent = tracer.startSpan('caller');
           const traceId = parent.spanContext().traceId;
           const status = await context.with(trace.setSpan(context.active(), parent), () =>
@@ -52,12 +70,22 @@ for (const [kind, caller] of [['fetch (instrumentation-undici)', viaFetch], ['ht
           assert.equal(status, tc.want.status, 'status');
           assert.deepEqual(callee.attempts, tc.want.requests, 'Retry-Attempt per attempt');
           if (tc.want.bodies) assert.deepEqual(callee.bodies, tc.want.bodies, 'bodies');
-          const isAttempt = (s: { kind: SpanKind; spanContext(): { traceId: string }; parentSpanContext?: { spanId: string } }): boolean =>
-            s.kind === SpanKind.CLIENT && s.spanContext().traceId === traceId && s.parentSpanContext?.spanId === parent.spanContext().spanId;
+          const isAttempt = (s: {
+            kind: SpanKind;
+            spanContext(): { traceId: string };
+            parentSpanContext?: { spanId: string };
+          }): boolean =>
+            s.kind === SpanKind.CLIENT &&
+            s.spanContext().traceId === traceId &&
+            s.parentSpanContext?.spanId === parent.spanContext().spanId;
           const spans = (await spansWhen(all => all.filter(isAttempt).length >= tc.want.spans.length))
             .filter(isAttempt)
             .sort((a, b) => a.startTime[0] - b.startTime[0] || a.startTime[1] - b.startTime[1]);
-          assert.deepEqual(spans.map(s => pick(s.attributes, ATTRS)), tc.want.spans, 'attributes per attempt span');
+          assert.deepEqual(
+            spans.map(s => pick(s.attributes, ATTRS)),
+            tc.want.spans,
+            'attributes per attempt span'
+          );
         } finally {
           await callee.close();
         }
@@ -79,7 +107,10 @@ class StaticHints implements HintSource {
 
 const server = load('server.json');
 
-type App = (hints: HintSource, handler: (req: http.IncomingMessage, res: http.ServerResponse) => Promise<void>) => http.Server;
+type App = (
+  hints: HintSource,
+  handler: (req: http.IncomingMessage, res: http.ServerResponse) => Promise<void>
+) => http.Server;
 
 const expressApp: App = (hints, handler) => {
   const app = express();
@@ -88,9 +119,13 @@ const expressApp: App = (hints, handler) => {
   return http.createServer(app);
 };
 
-const plainApp: App = (hints, handler) => http.createServer(wrapRequestListener((req, res) => void handler(req, res), { hints }));
+const plainApp: App = (hints, handler) =>
+  http.createServer(wrapRequestListener((req, res) => void handler(req, res), { hints }));
 
-for (const [kind, makeApp] of [['express', expressApp], ['http.Server', plainApp]] as const) {
+for (const [kind, makeApp] of [
+  ['express', expressApp],
+  ['http.Server', plainApp],
+] as const) {
   test(`server.json via ${kind}`, async t => {
     assert.ok(server.cases.length > 0);
     for (const [i, tc] of server.cases.entries()) {
@@ -102,10 +137,17 @@ for (const [kind, makeApp] of [['express', expressApp], ['http.Server', plainApp
           callees.push(callee);
           if (c.mode) modes.set(callee.address, c.mode);
         }
-        const f = createFetch({ ...fast, budget: new RetryBudget({ ratio: 1, min_retries_per_second: 100 }) });
+        const f = createFetch({
+          ...fast,
+          fetch: testFetch,
+          budget: new RetryBudget({ ratio: 1, min_retries_per_second: 100 }),
+        });
         const app = makeApp(new StaticHints(modes), async (_req, res) => {
           for (const [j, c] of (tc.calls ?? []).entries()) {
-            const r = await f(callees[j]!.url + '/dep', { method: c.method, body: c.method === 'POST' ? 'x' : undefined });
+            const r = await f(callees[j].url + '/dep', {
+              method: c.method,
+              body: c.method === 'POST' ? 'x' : undefined,
+            });
             await r.arrayBuffer();
           }
           if (tc.set_claim) res.setHeader('Error-Claim', tc.set_claim.length === 1 ? tc.set_claim[0] : tc.set_claim);
@@ -124,7 +166,11 @@ for (const [kind, makeApp] of [['express', expressApp], ['http.Server', plainApp
             s.kind === SpanKind.SERVER && String(s.attributes['net.host.port'] ?? s.attributes['server.port']) === port;
           const spans = (await spansWhen(all => all.some(isServer))).filter(isServer);
           assert.equal(spans.length, 1, 'one SERVER span');
-          assert.deepEqual(pick(spans[0]!.attributes, ['error_ownership.claim.sent', 'error_ownership.claim.reason']), tc.want.span, 'SERVER span attributes');
+          assert.deepEqual(
+            pick(spans[0].attributes, ['error_ownership.claim.sent', 'error_ownership.claim.reason']),
+            tc.want.span,
+            'SERVER span attributes'
+          );
         } finally {
           await close(app);
           for (const c of callees) await c.close();

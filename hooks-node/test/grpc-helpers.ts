@@ -17,11 +17,16 @@ export const service: grpc.ServiceDefinition = {
 export const Client = grpc.makeGenericClientConstructor(service, 'Svc');
 export type Handler = grpc.handleUnaryCall<Buffer, Buffer>;
 
-export async function startServer(handler: Handler, options?: grpc.ServerOptions): Promise<{ server: grpc.Server; address: string }> {
+export async function startServer(
+  handler: Handler,
+  options?: grpc.ServerOptions
+): Promise<{ server: grpc.Server; address: string }> {
   const server = new grpc.Server(options);
   server.addService(service, { Call: handler });
   const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p)))
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) =>
+      err ? reject(err) : resolve(p)
+    )
   );
   return { server, address: `127.0.0.1:${port}` };
 }
@@ -38,12 +43,12 @@ export interface CallResult {
 /** One unary call; resolves with the final status code and trailers. */
 export function call(client: grpc.Client, deadlineMs = 10_000): Promise<CallResult> {
   return new Promise(resolve => {
-    const c = (client as unknown as { Call: Function }).Call(
+    const c = (client as unknown as { Call: (...args: unknown[]) => grpc.ClientUnaryCall }).Call(
       Buffer.from('hi'),
       new grpc.Metadata(),
       { deadline: Date.now() + deadlineMs },
       () => undefined
-    ) as grpc.ClientUnaryCall;
+    );
     c.on('status', (s: grpc.StatusObject) => resolve({ code: s.code, trailers: s.metadata }));
   });
 }
@@ -60,13 +65,15 @@ export interface GrpcScripted {
 }
 
 /** A callee answering each attempt with the next scripted status (the last one repeats). */
-export async function scriptedCallee(responses: GrpcScripted[]): Promise<{ server: grpc.Server; address: string; attempts: (string | null)[] }> {
+export async function scriptedCallee(
+  responses: GrpcScripted[]
+): Promise<{ server: grpc.Server; address: string; attempts: (string | null)[] }> {
   const attempts: (string | null)[] = [];
   const { server, address } = await startServer((c, cb) => {
     const i = attempts.length;
     const v = c.metadata.get('grpc-previous-rpc-attempts');
     attempts.push(v.length ? String(v[0]) : null);
-    const r = responses[Math.min(i, responses.length - 1)]!;
+    const r = responses[Math.min(i, responses.length - 1)];
     const md = new grpc.Metadata();
     if (r.claim !== undefined) md.set('error-claim', r.claim);
     if (r.code === 'OK') cb(null, Buffer.from('ok'), md);

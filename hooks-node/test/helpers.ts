@@ -3,6 +3,16 @@
 import * as http from 'node:http';
 import { AddressInfo } from 'node:net';
 
+/**
+ * The fetch the hooked clients wrap: the global one, or, when the version run
+ * sets EO_TEST_FETCH=undici (scripts/test-versions.ts), the fetch of the undici
+ * package this run resolves, so each undici the package declares is exercised.
+ */
+export const testFetch: typeof fetch | undefined =
+  // A conditional load: which undici, if any, is the run's choice.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  process.env.EO_TEST_FETCH === 'undici' ? (require('undici') as { fetch: typeof fetch }).fetch : undefined;
+
 export interface Scripted {
   status: number;
   claim?: string;
@@ -22,7 +32,7 @@ export class ScriptedCallee {
         const i = this.attempts.length;
         this.attempts.push((req.headers['retry-attempt'] as string | undefined) ?? null);
         this.bodies.push(Buffer.concat(chunks).toString());
-        const r = this.responses[Math.min(i, this.responses.length - 1)]!;
+        const r = this.responses[Math.min(i, this.responses.length - 1)];
         const h: Record<string, string> = { 'Content-Type': 'text/plain' };
         if (r.claim !== undefined) h['Error-Claim'] = r.claim;
         res.writeHead(r.status, h);
@@ -54,7 +64,12 @@ export function close(srv: http.Server): Promise<void> {
   return new Promise(r => srv.close(() => r()));
 }
 
-export const ATTRS = ['error_ownership.retry.attempt', 'http.request.resend_count', 'error_ownership.claim.received', 'error_ownership.retry.decision'];
+export const ATTRS = [
+  'error_ownership.retry.attempt',
+  'http.request.resend_count',
+  'error_ownership.claim.received',
+  'error_ownership.retry.decision',
+];
 
 export function pick(attrs: Record<string, unknown>, keys: string[]): Record<string, unknown> {
   const out: Record<string, unknown> = {};

@@ -13,7 +13,7 @@ import { AddressInfo } from 'node:net';
 import { Claim, HintClient, Ledger, createFetch, parseClaim, runWithLedger, wrapRequestListener } from '../src';
 import { grpcClientInterceptor } from '../src/grpc';
 import { Client, call, startServer, stop } from './grpc-helpers';
-import { close, listen } from './helpers';
+import { close, listen, testFetch } from './helpers';
 
 const MIB = 1 << 20;
 const S500 = 'HTTP/1.1 500 Internal Server Error\r\n';
@@ -34,11 +34,19 @@ const hostiles: Hostile[] = [
   { name: 'claimed with trailing spaces', respond: headers('Error-Claim: claimed   \r\n'), want: 'claimed' },
   { name: 'a 1 MiB claim', respond: headers('Error-Claim: ' + 'claimed'.repeat(MIB / 7) + '\r\n'), want: 'missing' },
   { name: '1000 repeated claims', respond: headers(repeat('Error-Claim', 'claimed', 1000)), want: 'missing' },
-  { name: 'claimed and unclaimed', respond: headers('Error-Claim: claimed\r\nerror-claim: unclaimed\r\n'), want: 'missing' },
+  {
+    name: 'claimed and unclaimed',
+    respond: headers('Error-Claim: claimed\r\nerror-claim: unclaimed\r\n'),
+    want: 'missing',
+  },
   { name: 'a comma list', respond: headers('Error-Claim: claimed, unclaimed\r\n'), want: 'missing' },
   { name: 'an empty claim', respond: headers('Error-Claim:\r\n'), want: 'missing' },
   { name: 'an odd letter case', respond: headers('eRRoR-cLaIm: CLAIMED\r\n'), want: 'claimed' },
-  { name: '10,000 junk headers', respond: headers(repeat('X-Junk', 'j', 10000) + 'Error-Claim: claimed\r\n'), want: 'claimed' },
+  {
+    name: '10,000 junk headers',
+    respond: headers(repeat('X-Junk', 'j', 10000) + 'Error-Claim: claimed\r\n'),
+    want: 'claimed',
+  },
   {
     name: 'a body that never ends',
     respond: s => s.write(S500 + 'Error-Claim: claimed\r\nContent-Length: 100000\r\n\r\n' + 'x'.repeat(10)),
@@ -69,13 +77,27 @@ const hostiles: Hostile[] = [
     },
     want: 'claimed',
   },
-  { name: 'a broken chunked body', respond: s => s.end(S500 + 'Error-Claim: claimed\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nnot a chunk\r\n'), want: 'claimed' },
-  { name: 'a claim on a 200', respond: s => s.end('HTTP/1.1 200 OK\r\nError-Claim: unclaimed\r\nContent-Length: 2\r\n\r\nok'), want: 'missing' },
-  { name: 'a garbage status line', respond: s => s.end('HTTP/1.1 9999 Nope\r\nError-Claim: claimed\r\n\r\n'), want: 'missing' },
+  {
+    name: 'a broken chunked body',
+    respond: s => s.end(S500 + 'Error-Claim: claimed\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nnot a chunk\r\n'),
+    want: 'claimed',
+  },
+  {
+    name: 'a claim on a 200',
+    respond: s => s.end('HTTP/1.1 200 OK\r\nError-Claim: unclaimed\r\nContent-Length: 2\r\n\r\nok'),
+    want: 'missing',
+  },
+  {
+    name: 'a garbage status line',
+    respond: s => s.end('HTTP/1.1 9999 Nope\r\nError-Claim: claimed\r\n\r\n'),
+    want: 'missing',
+  },
 ];
 
 /** A callee that writes its answers byte for byte, and counts requests. */
-async function rawCallee(respond: (s: net.Socket) => void): Promise<{ url: string; requests: () => number; close: () => Promise<void> }> {
+async function rawCallee(
+  respond: (s: net.Socket) => void
+): Promise<{ url: string; requests: () => number; close: () => Promise<void> }> {
   let requests = 0;
   const sockets = new Set<net.Socket>();
   const srv = net.createServer(s => {
@@ -123,11 +145,15 @@ test('hostile callee (HTTP)', async t => {
     await t.test(tc.name, async () => {
       const callee = await rawCallee(tc.respond);
       try {
-        const hooked = createFetch({ backoff: { initialMs: 1, maxMs: 2 }, maxAttempts: 2 });
+        const hooked = createFetch({ backoff: { initialMs: 1, maxMs: 2 }, maxAttempts: 2, fetch: testFetch });
         const without = await roundTrip(fetch, callee.url);
         const ledger = new Ledger();
-        const withHooks = await runWithLedger(ledger, () => roundTrip(hooked as typeof fetch, callee.url));
-        assert.equal(withHooks.err === undefined, without.err === undefined, `with the hooks: ${String(withHooks.err)}; without: ${String(without.err)}`);
+        const withHooks = await runWithLedger(ledger, () => roundTrip(hooked, callee.url));
+        assert.equal(
+          withHooks.err === undefined,
+          without.err === undefined,
+          `with the hooks: ${String(withHooks.err)}; without: ${String(without.err)}`
+        );
         assert.equal(withHooks.status, without.status);
         const [o] = ledger.outcomes();
         assert.ok(o, 'the call is in the ledger');
@@ -141,7 +167,7 @@ test('hostile callee (HTTP)', async t => {
         // its own claim is exactly one clean value.
         const app = http.createServer(
           wrapRequestListener(async (_req, res) => {
-            const r = await roundTrip(hooked as typeof fetch, callee.url);
+            const r = await roundTrip(hooked, callee.url);
             res.statusCode = r.err ? 502 : r.status >= 100 && r.status < 600 ? r.status : 502;
             res.end();
           })
@@ -202,7 +228,10 @@ const sample = JSON.stringify({
 test('hostile hints server', async t => {
   const cases: [string, (req: http.IncomingMessage, res: http.ServerResponse) => void][] = [
     ['a body over 1 MiB', (_q, r) => r.end('{"version":1,"edges":[' + ' '.repeat(2 * MIB) + ']}')],
-    ['a budget floor of 1e308', (_q, r) => r.end('{"version":1,"retry_budget":{"ratio":0.1,"min_retries_per_second":1e308},"edges":[]}')],
+    [
+      'a budget floor of 1e308',
+      (_q, r) => r.end('{"version":1,"retry_budget":{"ratio":0.1,"min_retries_per_second":1e308},"edges":[]}'),
+    ],
     ['a redirect loop', (q, r) => r.writeHead(302, { Location: q.url }).end()],
     ['slower than the fetch timeout', (_q, r) => setTimeout(() => r.end(sample), 2000).unref()],
     ['a body that stalls', (_q, r) => r.writeHead(200, { 'Content-Length': '100000' }).write('{"version":1')],
@@ -254,7 +283,8 @@ test('the hint poller does not keep the process alive, and stops', async () => {
   const base = await listen(srv);
   try {
     const c = new HintClient(base, 'checkout').start();
-    for (let i = 0; i < 100 && c.mode('POST /checkout', 'recs', '') !== 'fail_open'; i++) await new Promise(r => setTimeout(r, 20));
+    for (let i = 0; i < 100 && c.mode('POST /checkout', 'recs', '') !== 'fail_open'; i++)
+      await new Promise(r => setTimeout(r, 20));
     assert.equal(c.mode('POST /checkout', 'recs', ''), 'fail_open');
     c.stop();
   } finally {

@@ -55,7 +55,10 @@ export class Attempt {
   delay = 0;
   private annotated = false;
 
-  constructor(readonly lc: LogicalCall, readonly n: number) {}
+  constructor(
+    readonly lc: LogicalCall,
+    readonly n: number
+  ) {}
 
   /** The context in which to make the attempt: ctx with this attempt in it. */
   context(ctx: Context = context.active()): Context {
@@ -148,10 +151,10 @@ export function rawValues(raw: readonly (string | Buffer)[] | undefined, name: s
   const out: (string | Buffer)[] = [];
   if (!raw) return out;
   for (let i = 0; i + 1 < raw.length; i += 2) {
-    const k = raw[i]!;
+    const k = raw[i];
     if (k.length !== name.length) continue;
     const ks = typeof k === 'string' ? k : k.toString('latin1');
-    if (ks.toLowerCase() === name) out.push(trimOWS(raw[i + 1]!));
+    if (ks.toLowerCase() === name) out.push(trimOWS(raw[i + 1]));
   }
   return out;
 }

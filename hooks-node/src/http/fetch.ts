@@ -84,14 +84,14 @@ export function createFetch(options: FetchHooksOptions = {}): HookedFetch {
   const peerOf = options.peerService ?? peerAddress;
   const peerOp = options.peerOperation ?? operationOf;
 
-  return async function fetchWithHooks(input: string | URL | Request, init?: HookedRequestInit): Promise<Response> {
+  return async function hookedFetch(input: string | URL | Request, init?: HookedRequestInit): Promise<Response> {
     const base = options.fetch ?? globalThis.fetch;
     const req = typeof Request !== 'undefined' && input instanceof Request ? input : undefined;
-    const url = new URL(req ? req.url : String(input));
+    const url = new URL(req ? req.url : typeof input === 'string' ? input : (input as URL).href);
     const method = (init?.method ?? req?.method ?? 'GET').toUpperCase();
     const headers = new Headers(init?.headers ?? req?.headers);
     const replayable = init?.body !== undefined ? replayableBody(init.body) : true;
-    let hasPolicy = false;
+    let hasPolicy: boolean;
     try {
       hasPolicy = settings.maxAttempts > 1 && replayable && policy(method, headers);
     } catch {

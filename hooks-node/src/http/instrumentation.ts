@@ -61,11 +61,11 @@ export function httpResponseHook(span: Span, response: unknown): void {
  *
  *     new UndiciInstrumentation(undiciHooks({ ... }))
  */
-export function undiciHooks<C extends { requestHook?: any; responseHook?: any }>(config: C = {} as C): C {
+export function undiciHooks<C extends { requestHook?: unknown; responseHook?: unknown }>(config: C = {} as C): C {
   return {
     ...config,
-    requestHook: chain(undiciRequestHook as AnyHook, config.requestHook),
-    responseHook: chain(undiciResponseHook as AnyHook, config.responseHook),
+    requestHook: chain(undiciRequestHook as AnyHook, config.requestHook as AnyHook | undefined),
+    responseHook: chain(undiciResponseHook as AnyHook, config.responseHook as AnyHook | undefined),
   };
 }
 
@@ -75,10 +75,10 @@ export function undiciHooks<C extends { requestHook?: any; responseHook?: any }>
  *
  *     new HttpInstrumentation(httpHooks({ ... }))
  */
-export function httpHooks<C extends { requestHook?: any; responseHook?: any }>(config: C = {} as C): C {
+export function httpHooks<C extends { requestHook?: unknown; responseHook?: unknown }>(config: C = {} as C): C {
   return {
     ...config,
-    requestHook: chain(httpRequestHook as AnyHook, config.requestHook),
-    responseHook: chain(httpResponseHook as AnyHook, config.responseHook),
+    requestHook: chain(httpRequestHook as AnyHook, config.requestHook as AnyHook | undefined),
+    responseHook: chain(httpResponseHook as AnyHook, config.responseHook as AnyHook | undefined),
   };
 }

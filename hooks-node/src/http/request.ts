@@ -80,7 +80,7 @@ export function createHttpClient(options: HttpClientOptions = {}): HttpRequestCl
     const url = new URL(String(target));
     const { body, deadline, ...reqOpts } = opts;
     const method = (reqOpts.method ?? 'GET').toUpperCase();
-    let hasPolicy = false;
+    let hasPolicy: boolean;
     try {
       hasPolicy = settings.maxAttempts > 1 && policy(method, toHeaders(reqOpts.headers));
     } catch {
@@ -93,7 +93,18 @@ export function createHttpClient(options: HttpClientOptions = {}): HttpRequestCl
       peer = url.host;
     }
     const signal = reqOpts.signal;
-    const lc = new LogicalCall(settings, budgets, budgets.for(peer), peer, hasPolicy, fault, signal, deadline, ledgerFrom(), true);
+    const lc = new LogicalCall(
+      settings,
+      budgets,
+      budgets.for(peer),
+      peer,
+      hasPolicy,
+      fault,
+      signal,
+      deadline,
+      ledgerFrom(),
+      true
+    );
     const peerOperation = (): string => peerOp(method, url);
     const mod = url.protocol === 'https:' ? https : http;
     const parent = context.active();
@@ -101,18 +112,20 @@ export function createHttpClient(options: HttpClientOptions = {}): HttpRequestCl
       const a = new Attempt(lc, n);
       let headers = reqOpts.headers;
       if (n > 0) {
-        if (Array.isArray(headers)) headers = [...headers, HTTP_RETRY_ATTEMPT_HEADER, String(n)];
+        if (Array.isArray(headers)) headers = [...(headers as readonly string[]), HTTP_RETRY_ATTEMPT_HEADER, String(n)];
         else headers = { ...(headers as http.OutgoingHttpHeaders | undefined), [HTTP_RETRY_ATTEMPT_HEADER]: String(n) };
       }
       let res: http.IncomingMessage | undefined;
       let err: unknown;
       try {
-        res = await context.with(a.context(parent), () =>
-          new Promise<http.IncomingMessage>((resolve, reject) => {
-            const r = mod.request(url, { ...reqOpts, method, headers: headers as http.OutgoingHttpHeaders }, resolve);
-            r.on('error', reject);
-            r.end(body);
-          })
+        res = await context.with(
+          a.context(parent),
+          () =>
+            new Promise<http.IncomingMessage>((resolve, reject) => {
+              const r = mod.request(url, { ...reqOpts, method, headers: headers }, resolve);
+              r.on('error', reject);
+              r.end(body);
+            })
         );
       } catch (e) {
         err = e;

@@ -52,6 +52,8 @@ export function defaultOperation(req: IncomingMessage): string {
 function headerValues(v: unknown): string[] {
   if (v === undefined || v === null) return [];
   if (Array.isArray(v)) return v.map(String);
+  // Whatever a handler passed, stringified as node:http would send it.
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string
   return [String(v)];
 }
 
@@ -99,6 +101,8 @@ export function attachServerHooks(req: IncomingMessage, res: ServerResponse, opt
   const ledger = new Ledger();
   const span = serverSpan();
   const fault = options.fault ?? serverFault;
+  // Called with the response as this, as Node calls it.
+  // eslint-disable-next-line @typescript-eslint/unbound-method
   const original = res.writeHead;
   let decided = false;
   res.writeHead = function writeHead(this: ServerResponse, ...args: unknown[]): ServerResponse {
@@ -116,7 +120,7 @@ export function attachServerHooks(req: IncomingMessage, res: ServerResponse, opt
       }
     }
     return (original as (...a: unknown[]) => ServerResponse).apply(this, args);
-  } as typeof res.writeHead;
+  };
   return ledger;
 }
 
@@ -172,7 +176,9 @@ type Next = (err?: unknown) => void;
  * Express (or connect) middleware: put it first, before the routes. The
  * rest of the chain runs with a Ledger in the active context.
  */
-export function expressMiddleware(options: ServerHooksOptions = {}): (req: IncomingMessage, res: ServerResponse, next: Next) => void {
+export function expressMiddleware(
+  options: ServerHooksOptions = {}
+): (req: IncomingMessage, res: ServerResponse, next: Next) => void {
   return function errorOwnership(req, res, next) {
     const ledger = attachServerHooks(req, res, options);
     runWithLedger(ledger, () => next());
