@@ -12,8 +12,10 @@ package io.github.errorownership.hooks;
 public record BudgetLimits(double ratio, double minRetriesPerSecond) {
   /** One retry per ten requests. */
   public static final double DEFAULT_RATIO = 0.1;
+
   /** The default floor. */
   public static final double DEFAULT_MIN_RETRIES_PER_SECOND = 10;
+
   /** The largest floor a hints document may announce. */
   public static final double MAX_MIN_RETRIES_PER_SECOND = 1000;
 
