@@ -44,7 +44,8 @@ HOOKS_DEPS := hooks-java/target/.deps hooks-node/build/.deps hooks-python/.venv/
 hooks-deps: $(HOOKS_DEPS)
 
 # The Java hooks are installed in the local Maven repository, where the chain's Java service finds them.
-hooks-java/target/.deps: hooks-java/pom.xml $(shell find hooks-java/src/main -type f 2>/dev/null)
+# install runs the artifact test (src/it) online too, which fills its repository, target/local-repo, for the offline test-hooks.
+hooks-java/target/.deps: hooks-java/pom.xml $(shell find hooks-java/src/main hooks-java/src/it -type f 2>/dev/null)
 	cd hooks-java && mvn -B -q -ntp dependency:go-offline install -DskipTests
 	touch $@
 hooks-node/node_modules/.deps: hooks-node/package-lock.json
@@ -114,6 +115,11 @@ lint-python: hooks-python/.venv/.deps
 .PHONY: lint-node
 lint-node: hooks-node/node_modules/.deps
 	cd hooks-node && npm run lint
+
+## lint-java: google-java-format (through Spotless) and Error Prone over the Java hooks (hooks-java/pom.xml, profile lint)
+.PHONY: lint-java
+lint-java:
+	cd hooks-java && mvn -B -q -ntp -P lint clean test-compile
 
 ## bench: every module's benchmarks, with their figures (docs/testing.md)
 bench:

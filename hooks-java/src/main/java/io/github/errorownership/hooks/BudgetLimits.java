@@ -12,12 +12,13 @@ package io.github.errorownership.hooks;
 public record BudgetLimits(double ratio, double minRetriesPerSecond) {
   /** One retry per ten requests. */
   public static final double DEFAULT_RATIO = OwnershipNames.DEFAULT_RETRY_RATIO;
+
   /** The default floor. */
   public static final double DEFAULT_MIN_RETRIES_PER_SECOND =
       OwnershipNames.DEFAULT_MIN_RETRIES_PER_SECOND;
+
   /** The largest floor a hints document may announce. */
-  public static final double MAX_MIN_RETRIES_PER_SECOND =
-      OwnershipNames.MAX_MIN_RETRIES_PER_SECOND;
+  public static final double MAX_MIN_RETRIES_PER_SECOND = OwnershipNames.MAX_MIN_RETRIES_PER_SECOND;
 
   private static final BudgetLimits DEFAULT =
       new BudgetLimits(DEFAULT_RATIO, DEFAULT_MIN_RETRIES_PER_SECOND);

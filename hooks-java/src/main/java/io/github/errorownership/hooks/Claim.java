@@ -34,8 +34,8 @@ public enum Claim {
   }
 
   /**
-   * Reads one header, trailer or attribute value: {@code claimed} or {@code unclaimed} in any
-   * ASCII letter case; anything else, including {@code missing} and oversized values, is {@link
+   * Reads one header, trailer or attribute value: {@code claimed} or {@code unclaimed} in any ASCII
+   * letter case; anything else, including {@code missing} and oversized values, is {@link
    * #MISSING}.
    */
   public static Claim parse(String s) {

@@ -9,8 +9,8 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * Records the outbound logical calls of one inbound request, so that the server hook can decide
- * the claim when the request fails. It travels in the OpenTelemetry {@link Context}, so it flows
+ * Records the outbound logical calls of one inbound request, so that the server hook can decide the
+ * claim when the request fails. It travels in the OpenTelemetry {@link Context}, so it flows
  * wherever the instrumentation's context does; client hooks find it with {@link #current()} and
  * record each call with {@link #begin} and {@link #end}. Calls of a fan-out may record
  * concurrently. A call begun and not ended is in flight.
@@ -65,8 +65,8 @@ public final class Ledger implements ImplicitContextKeyed {
   }
 
   /**
-   * Returns a snapshot of every call recorded so far, in the order they began; a call not yet
-   * ended is reported in flight, with only its peer known.
+   * Returns a snapshot of every call recorded so far, in the order they began; a call not yet ended
+   * is reported in flight, with only its peer known.
    */
   public synchronized List<Outcome> outcomes() {
     List<Outcome> out = new ArrayList<>(calls.size());
@@ -78,8 +78,8 @@ public final class Ledger implements ImplicitContextKeyed {
   }
 
   /**
-   * Snapshots the ledger and applies {@link ClaimDecision#decide}. A call still in flight means
-   * the request gave up waiting on it: timed out, whatever {@code timedOut} says.
+   * Snapshots the ledger and applies {@link ClaimDecision#decide}. A call still in flight means the
+   * request gave up waiting on it: timed out, whatever {@code timedOut} says.
    */
   public Verdict decide(ModeFunction modes, boolean timedOut) {
     List<Outcome> outcomes = outcomes();

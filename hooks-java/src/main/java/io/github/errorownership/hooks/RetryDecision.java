@@ -49,9 +49,9 @@ public enum RetryDecision {
   }
 
   /**
-   * Decides whether a caller retries a failed attempt (docs/design.md §4.3). Only when every
-   * other check passes does it withdraw from {@code budget}, so a suppressed retry costs no
-   * token. A {@code null} budget allows every retry.
+   * Decides whether a caller retries a failed attempt (docs/design.md §4.3). Only when every other
+   * check passes does it withdraw from {@code budget}, so a suppressed retry costs no token. A
+   * {@code null} budget allows every retry.
    *
    * @param received the claim on the attempt's error
    * @param hasPolicy the caller may retry this call at all (configured, idempotent, replayable)

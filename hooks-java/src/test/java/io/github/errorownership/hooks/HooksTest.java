@@ -30,7 +30,9 @@ import org.junit.jupiter.api.Test;
 /** The hooks' behaviour beyond the vectors: async calls, commit paths, naming. */
 class HooksTest {
   private static Map<String, Object> resp(int status, String claim) {
-    return claim == null ? Map.of("status", num(status)) : Map.of("status", num(status), "claim", claim);
+    return claim == null
+        ? Map.of("status", num(status))
+        : Map.of("status", num(status), "claim", claim);
   }
 
   private static Object num(int n) {
@@ -39,14 +41,21 @@ class HooksTest {
 
   @Test
   void sendAsyncRetriesAndRecordsInTheCallersLedger() throws Exception {
-    try (ScriptedCallee callee = new ScriptedCallee(List.of(resp(503, "claimed"), resp(200, null)))) {
-      HttpClient client = ErrorOwnershipHttpClient.builder(HttpClient.newHttpClient())
-          .setBackoff(Duration.ofMillis(1), Duration.ofMillis(1)).build();
+    try (ScriptedCallee callee =
+        new ScriptedCallee(List.of(resp(503, "claimed"), resp(200, null)))) {
+      HttpClient client =
+          ErrorOwnershipHttpClient.builder(HttpClient.newHttpClient())
+              .setBackoff(Duration.ofMillis(1), Duration.ofMillis(1))
+              .build();
       Ledger ledger = Ledger.create();
       HttpResponse<String> res;
       try (Scope ignored = Context.current().with(ledger).makeCurrent()) {
-        res = client.sendAsync(HttpRequest.newBuilder(URI.create(callee.url("/a"))).build(),
-            HttpResponse.BodyHandlers.ofString()).get(10, TimeUnit.SECONDS);
+        res =
+            client
+                .sendAsync(
+                    HttpRequest.newBuilder(URI.create(callee.url("/a"))).build(),
+                    HttpResponse.BodyHandlers.ofString())
+                .get(10, TimeUnit.SECONDS);
       }
       assertEquals(200, res.statusCode());
       assertEquals(java.util.Arrays.asList(null, "1"), callee.retryAttempts());
@@ -63,8 +72,14 @@ class HooksTest {
       HttpClient client = ErrorOwnershipHttpClient.wrap(HttpClient.newHttpClient());
       Ledger ledger = Ledger.create();
       try (Scope ignored = Context.current().with(ledger).makeCurrent()) {
-        assertEquals(502, client.sendAsync(HttpRequest.newBuilder(URI.create(callee.url("/a"))).build(),
-            HttpResponse.BodyHandlers.ofString()).get(10, TimeUnit.SECONDS).statusCode());
+        assertEquals(
+            502,
+            client
+                .sendAsync(
+                    HttpRequest.newBuilder(URI.create(callee.url("/a"))).build(),
+                    HttpResponse.BodyHandlers.ofString())
+                .get(10, TimeUnit.SECONDS)
+                .statusCode());
       }
       assertEquals(1, callee.retryAttempts().size());
       assertEquals(RetryDecision.SUPPRESSED_UNCLAIMED, ledger.outcomes().get(0).decision());
@@ -72,18 +87,22 @@ class HooksTest {
   }
 
   private static HttpResponse<String> get(JettyServer s) throws Exception {
-    return HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create(s.url("/x"))).build(),
-        HttpResponse.BodyHandlers.ofString());
+    return HttpClient.newHttpClient()
+        .send(
+            HttpRequest.newBuilder(URI.create(s.url("/x"))).build(),
+            HttpResponse.BodyHandlers.ofString());
   }
 
   @Test
   void sendErrorIsClaimed() throws Exception {
-    HttpServlet h = new HttpServlet() {
-      @Override
-      protected void service(HttpServletRequest req, HttpServletResponse res) throws IOException {
-        res.sendError(503, "down");
-      }
-    };
+    HttpServlet h =
+        new HttpServlet() {
+          @Override
+          protected void service(HttpServletRequest req, HttpServletResponse res)
+              throws IOException {
+            res.sendError(503, "down");
+          }
+        };
     try (JettyServer s = new JettyServer(h, ErrorOwnershipFilter.create())) {
       HttpResponse<String> r = get(s);
       assertEquals(503, r.statusCode());
@@ -93,14 +112,16 @@ class HooksTest {
 
   @Test
   void aFlushedBodyIsClaimedBeforeTheCommit() throws Exception {
-    HttpServlet h = new HttpServlet() {
-      @Override
-      protected void service(HttpServletRequest req, HttpServletResponse res) throws IOException {
-        res.setStatus(500);
-        res.getOutputStream().write(new byte[100_000]); // past the buffer: commits
-        res.flushBuffer();
-      }
-    };
+    HttpServlet h =
+        new HttpServlet() {
+          @Override
+          protected void service(HttpServletRequest req, HttpServletResponse res)
+              throws IOException {
+            res.setStatus(500);
+            res.getOutputStream().write(new byte[100_000]); // past the buffer: commits
+            res.flushBuffer();
+          }
+        };
     try (JettyServer s = new JettyServer(h, ErrorOwnershipFilter.create())) {
       HttpResponse<String> r = get(s);
       assertEquals(500, r.statusCode());
@@ -110,13 +131,15 @@ class HooksTest {
 
   @Test
   void aClaimSetAfterTheStatusWins() throws Exception {
-    HttpServlet h = new HttpServlet() {
-      @Override
-      protected void service(HttpServletRequest req, HttpServletResponse res) throws IOException {
-        res.setStatus(500);
-        res.setHeader("Error-Claim", "unclaimed");
-      }
-    };
+    HttpServlet h =
+        new HttpServlet() {
+          @Override
+          protected void service(HttpServletRequest req, HttpServletResponse res)
+              throws IOException {
+            res.setStatus(500);
+            res.setHeader("Error-Claim", "unclaimed");
+          }
+        };
     try (JettyServer s = new JettyServer(h, ErrorOwnershipFilter.create())) {
       assertEquals(List.of("unclaimed"), get(s).headers().allValues("Error-Claim"));
     }
@@ -126,18 +149,21 @@ class HooksTest {
   void aCallMadeAfterTheStatusCounts() throws Exception {
     try (ScriptedCallee callee = new ScriptedCallee(List.of(resp(503, "unclaimed")))) {
       HttpClient client = ErrorOwnershipHttpClient.wrap(HttpClient.newHttpClient());
-      HttpServlet h = new HttpServlet() {
-        @Override
-        protected void service(HttpServletRequest req, HttpServletResponse res) throws IOException {
-          res.setStatus(502);
-          try {
-            client.send(HttpRequest.newBuilder(URI.create(callee.url("/a"))).build(),
-                HttpResponse.BodyHandlers.discarding());
-          } catch (InterruptedException e) {
-            throw new IOException(e);
-          }
-        }
-      };
+      HttpServlet h =
+          new HttpServlet() {
+            @Override
+            protected void service(HttpServletRequest req, HttpServletResponse res)
+                throws IOException {
+              res.setStatus(502);
+              try {
+                client.send(
+                    HttpRequest.newBuilder(URI.create(callee.url("/a"))).build(),
+                    HttpResponse.BodyHandlers.discarding());
+              } catch (InterruptedException e) {
+                throw new IOException(e);
+              }
+            }
+          };
       try (JettyServer s = new JettyServer(h, ErrorOwnershipFilter.create())) {
         assertEquals(List.of("unclaimed"), get(s).headers().allValues("Error-Claim"));
       }

@@ -25,18 +25,20 @@ class RetryBudgetTest {
     CountDownLatch go = new CountDownLatch(1);
     List<Thread> threads = new ArrayList<>();
     for (int t = 0; t < 8; t++) {
-      Thread th = new Thread(() -> {
-        try {
-          go.await();
-        } catch (InterruptedException e) {
-          return;
-        }
-        for (int i = 0; i < 200; i++) {
-          if (b.tryWithdraw()) {
-            granted.incrementAndGet();
-          }
-        }
-      });
+      Thread th =
+          new Thread(
+              () -> {
+                try {
+                  go.await();
+                } catch (InterruptedException e) {
+                  return;
+                }
+                for (int i = 0; i < 200; i++) {
+                  if (b.tryWithdraw()) {
+                    granted.incrementAndGet();
+                  }
+                }
+              });
       th.start();
       threads.add(th);
     }
@@ -51,18 +53,23 @@ class RetryBudgetTest {
   @Test
   void depositsExpireASliceAtATime() {
     AtomicLong now = new AtomicLong();
-    RetryBudget b = RetryBudget.builder().setLimits(new BudgetLimits(1, 0))
-        .setWindow(Duration.ofSeconds(1)).setNanoClock(now::get).build();
+    RetryBudget b =
+        RetryBudget.builder()
+            .setLimits(new BudgetLimits(1, 0))
+            .setWindow(Duration.ofSeconds(1))
+            .setNanoClock(now::get)
+            .build();
     b.deposit();
     now.set(Duration.ofMillis(950).toNanos());
     assertEquals(1, b.available());
-    now.set(Duration.ofMillis(1000).toNanos());
+    now.set(Duration.ofSeconds(1).toNanos());
     assertEquals(0, b.available());
   }
 
   @Test
   void backoffIsJitteredWithinHalfToFull() {
-    RetrySettings s = new RetrySettings(null, null, 3, Duration.ofMillis(100), Duration.ofSeconds(1), null);
+    RetrySettings s =
+        new RetrySettings(null, null, 3, Duration.ofMillis(100), Duration.ofSeconds(1), null);
     long[][] ceil = {{1, 100}, {2, 200}, {4, 800}, {5, 1000}, {30, 1000}};
     for (long[] c : ceil) {
       long max = Duration.ofMillis(c[1]).toNanos();
@@ -89,17 +96,18 @@ class RetryBudgetTest {
 
   @Test
   void limitsRefreshFromTheHintsOnTheFailurePath() {
-    HintSource hints = new HintSource() {
-      @Override
-      public Mode mode(String operation, String peer, String peerOperation) {
-        return Mode.UNKNOWN;
-      }
+    HintSource hints =
+        new HintSource() {
+          @Override
+          public Mode mode(String operation, String peer, String peerOperation) {
+            return Mode.UNKNOWN;
+          }
 
-      @Override
-      public BudgetLimits budgetLimits() {
-        return new BudgetLimits(0.5, 1);
-      }
-    };
+          @Override
+          public BudgetLimits budgetLimits() {
+            return new BudgetLimits(0.5, 1);
+          }
+        };
     RetrySettings s = new RetrySettings(hints, null, 3, Duration.ZERO, Duration.ZERO, null);
     RetryBudget b = s.budgetFor("a");
     assertEquals(new BudgetLimits(0.5, 1), b.limits());

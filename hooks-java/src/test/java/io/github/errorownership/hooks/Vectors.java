@@ -15,7 +15,9 @@ import java.util.Map;
 import java.util.stream.Stream;
 import org.junit.jupiter.params.provider.Arguments;
 
-/** Reads the conformance vectors from CONFORMANCE_DIR (env or system property) or ../conformance. */
+/**
+ * Reads the conformance vectors from CONFORMANCE_DIR (env or system property) or ../conformance.
+ */
 public final class Vectors {
   private Vectors() {}
 
@@ -95,9 +97,9 @@ public final class Vectors {
 
   /** A JSON value as the span attribute would hold it: numbers as Long, strings as String. */
   public static Object plain(Object v) {
-    if (v instanceof Json.Num) {
-      Long l = ((Json.Num) v).asLong();
-      return l != null ? (Object) l : (Object) ((Json.Num) v).value;
+    if (v instanceof Json.Num num) {
+      Long l = num.asLong();
+      return l != null ? (Object) l : (Object) num.value;
     }
     return v;
   }

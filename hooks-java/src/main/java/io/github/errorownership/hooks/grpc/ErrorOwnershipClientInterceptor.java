@@ -31,21 +31,22 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Predicate;
 
 /**
- * A gRPC client interceptor that retries unary calls ending with a server-fault code only where
- * the decision matrix allows: claimed ({@code error-claim: claimed}) or unlabelled errors, within
- * a per-peer budget (the channel's authority) and the attempt limit (default 3), with jittered
+ * A gRPC client interceptor that retries unary calls ending with a server-fault code only where the
+ * decision matrix allows: claimed ({@code error-claim: claimed}) or unlabelled errors, within a
+ * per-peer budget (the channel's authority) and the attempt limit (default 3), with jittered
  * backoff that never sleeps past the call's deadline; never an unclaimed error. Retries carry
  * {@code grpc-previous-rpc-attempts: N}. Each call's outcome is recorded in the {@link Ledger} of
  * the current context. A unary attempt's response is held until the attempt closes, so that the
  * caller only ever sees the last attempt. Streaming calls pass through unchanged.
  *
- * <p>With {@link Builder#setOpenTelemetry} each attempt is a CLIENT span made by the hooks
- * (context injected into the metadata) carrying {@code error_ownership.retry.attempt}, and {@code
+ * <p>With {@link Builder#setOpenTelemetry} each attempt is a CLIENT span made by the hooks (context
+ * injected into the metadata) carrying {@code error_ownership.retry.attempt}, and {@code
  * error_ownership.claim.received} and {@code error_ownership.retry.decision} on failed attempts.
  */
 public final class ErrorOwnershipClientInterceptor implements ClientInterceptor {
@@ -54,8 +55,10 @@ public final class ErrorOwnershipClientInterceptor implements ClientInterceptor 
   private static final AttributeKey<String> RPC_SYSTEM = AttributeKey.stringKey("rpc.system");
   private static final AttributeKey<String> RPC_SERVICE = AttributeKey.stringKey("rpc.service");
   private static final AttributeKey<String> RPC_METHOD = AttributeKey.stringKey("rpc.method");
-  private static final AttributeKey<String> SERVER_ADDRESS = AttributeKey.stringKey("server.address");
-  private static final AttributeKey<Long> GRPC_STATUS = AttributeKey.longKey("rpc.grpc.status_code");
+  private static final AttributeKey<String> SERVER_ADDRESS =
+      AttributeKey.stringKey("server.address");
+  private static final AttributeKey<Long> GRPC_STATUS =
+      AttributeKey.longKey("rpc.grpc.status_code");
   private static final TextMapSetter<Metadata> SETTER =
       (md, k, v) -> md.put(Metadata.Key.of(k, Metadata.ASCII_STRING_MARSHALLER), v);
   private static final ScheduledExecutorService RETRIES =
@@ -124,14 +127,19 @@ public final class ErrorOwnershipClientInterceptor implements ClientInterceptor 
       String peer = peerService != null ? peerService : next.authority();
       this.state =
           new ClientCallState(
-              settings, Ledger.current(), peer, method.getFullMethodName(),
-              policy.test(method), false);
+              settings,
+              Ledger.current(),
+              peer,
+              method.getFullMethodName(),
+              policy.test(method),
+              false);
       Deadline d = options.getDeadline();
       Deadline cd = grpcContext.getDeadline();
       if (cd != null && (d == null || cd.isBefore(d))) {
         d = cd;
       }
-      this.deadlineNanos = d == null ? 0 : System.nanoTime() + d.timeRemaining(TimeUnit.NANOSECONDS);
+      this.deadlineNanos =
+          d == null ? 0 : System.nanoTime() + d.timeRemaining(TimeUnit.NANOSECONDS);
     }
 
     @Override
@@ -147,12 +155,17 @@ public final class ErrorOwnershipClientInterceptor implements ClientInterceptor 
       Span span = null;
       if (settings.tracer != null) {
         String full = method.getFullMethodName();
-        span = settings.tracer.spanBuilder(full).setSpanKind(SpanKind.CLIENT).setParent(parent)
-            .setAttribute(RPC_SYSTEM, "grpc")
-            .setAttribute(RPC_SERVICE, String.valueOf(method.getServiceName()))
-            .setAttribute(RPC_METHOD, String.valueOf(method.getBareMethodName()))
-            .setAttribute(SERVER_ADDRESS, String.valueOf(next.authority()))
-            .startSpan();
+        span =
+            settings
+                .tracer
+                .spanBuilder(full)
+                .setSpanKind(SpanKind.CLIENT)
+                .setParent(parent)
+                .setAttribute(RPC_SYSTEM, "grpc")
+                .setAttribute(RPC_SERVICE, String.valueOf(method.getServiceName()))
+                .setAttribute(RPC_METHOD, String.valueOf(method.getBareMethodName()))
+                .setAttribute(SERVER_ADDRESS, String.valueOf(next.authority()))
+                .startSpan();
       }
       Metadata h = new Metadata();
       ClientCall<ReqT, RespT> c = next.newCall(method, options);
@@ -299,8 +312,10 @@ public final class ErrorOwnershipClientInterceptor implements ClientInterceptor 
         synchronized (RetryingCall.this) {
           stop = cancelled;
         }
-        stop = stop || grpcContext.isCancelled()
-            || (deadlineNanos != 0 && deadlineNanos - System.nanoTime() <= 0);
+        stop =
+            stop
+                || grpcContext.isCancelled()
+                || (deadlineNanos != 0 && deadlineNanos - System.nanoTime() <= 0);
         Claim received = ErrorOwnershipServerInterceptor.claimOf(trailers);
         RetryDecision d = state.failed(n, received, deadlineNanos, stop, span);
         end();
@@ -308,18 +323,32 @@ public final class ErrorOwnershipClientInterceptor implements ClientInterceptor 
           deliver(status, trailers);
           return;
         }
-        RETRIES.schedule(() -> {
-          boolean gone;
-          synchronized (RetryingCall.this) {
-            gone = cancelled;
-          }
-          if (gone || grpcContext.isCancelled()) {
-            state.abandoned(received);
-            deliver(Status.CANCELLED.withDescription("retry abandoned"), new Metadata());
-            return;
-          }
-          startAttempt(n + 1);
-        }, state.delayNanos, TimeUnit.NANOSECONDS);
+        // The task closes the call itself whatever happens, so the future carries nothing to read:
+        // an exception left in it would leave the application waiting for a close that never
+        // comes.
+        Future<?> unused =
+            RETRIES.schedule(
+                () -> {
+                  boolean gone;
+                  synchronized (RetryingCall.this) {
+                    gone = cancelled;
+                  }
+                  if (gone || grpcContext.isCancelled()) {
+                    state.abandoned(received);
+                    deliver(Status.CANCELLED.withDescription("retry abandoned"), new Metadata());
+                    return;
+                  }
+                  try {
+                    startAttempt(n + 1);
+                  } catch (RuntimeException e) {
+                    state.abandoned(received);
+                    deliver(
+                        Status.INTERNAL.withDescription("retry failed to start").withCause(e),
+                        new Metadata());
+                  }
+                },
+                state.delayNanos,
+                TimeUnit.NANOSECONDS);
       }
 
       private void end() {

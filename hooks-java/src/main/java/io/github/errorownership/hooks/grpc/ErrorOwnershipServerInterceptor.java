@@ -8,6 +8,7 @@ import io.github.errorownership.hooks.Ledger;
 import io.github.errorownership.hooks.ModeFunction;
 import io.github.errorownership.hooks.OwnershipNames;
 import io.github.errorownership.hooks.Verdict;
+import io.github.errorownership.hooks.internal.ServerRules;
 import io.grpc.ForwardingServerCall;
 import io.grpc.ForwardingServerCallListener;
 import io.grpc.Metadata;
@@ -15,7 +16,6 @@ import io.grpc.ServerCall;
 import io.grpc.ServerCallHandler;
 import io.grpc.ServerInterceptor;
 import io.grpc.Status;
-import io.github.errorownership.hooks.internal.ServerRules;
 import io.opentelemetry.api.trace.Span;
 import io.opentelemetry.context.Context;
 import io.opentelemetry.context.Scope;
@@ -151,8 +151,9 @@ public final class ErrorOwnershipServerInterceptor implements ServerInterceptor 
     }
     ModeFunction modes = ServerRules.modes(hints, op);
     io.grpc.Deadline deadline = io.grpc.Context.current().getDeadline();
-    boolean timedOut = status.getCode() == Status.Code.DEADLINE_EXCEEDED
-        || (deadline != null && deadline.isExpired());
+    boolean timedOut =
+        status.getCode() == Status.Code.DEADLINE_EXCEEDED
+            || (deadline != null && deadline.isExpired());
     Verdict v = ledger.decide(modes, timedOut);
     trailers.put(CLAIM_KEY, v.claim().wireName());
     if (v.claim() == Claim.UNCLAIMED) {
@@ -161,7 +162,6 @@ public final class ErrorOwnershipServerInterceptor implements ServerInterceptor 
     }
     ServerRules.annotate(span, v);
   }
-
 
   /** Builds an {@link ErrorOwnershipServerInterceptor}. */
   public static final class Builder {

@@ -70,11 +70,11 @@ public record Hints(
     }
     Object gen = m.get(HINTS_FIELD_GENERATED_AT);
     if (gen != null) {
-      if (!(gen instanceof String)) {
+      if (!(gen instanceof String string)) {
         throw new IllegalArgumentException("generated_at is not a string");
       }
       try {
-        OffsetDateTime.parse((String) gen);
+        OffsetDateTime.parse(string);
       } catch (DateTimeParseException e) {
         throw new IllegalArgumentException("generated_at is not a time");
       }
@@ -89,8 +89,10 @@ public record Hints(
       if (!(rb instanceof Map)) {
         throw new IllegalArgumentException("retry_budget is not an object");
       }
-      budget = new BudgetLimits(number((Map<?, ?>) rb, RETRY_BUDGET_FIELD_RATIO),
-          number((Map<?, ?>) rb, RETRY_BUDGET_FIELD_MIN_RETRIES_PER_SECOND));
+      budget =
+          new BudgetLimits(
+              number((Map<?, ?>) rb, RETRY_BUDGET_FIELD_RATIO),
+              number((Map<?, ?>) rb, RETRY_BUDGET_FIELD_MIN_RETRIES_PER_SECOND));
       if (!budget.valid()) {
         throw new IllegalArgumentException("retry budget out of range");
       }
@@ -113,10 +115,10 @@ public record Hints(
             throw new IllegalArgumentException("peer_addresses is not an array");
           }
           for (Object a : (List<?>) as) {
-            if (!(a instanceof String)) {
+            if (!(a instanceof String string)) {
               throw new IllegalArgumentException("an address is not a string");
             }
-            addrs.add((String) a);
+            addrs.add(string);
           }
         }
         edges.add(
@@ -138,10 +140,10 @@ public record Hints(
     if (v == null) {
       return "";
     }
-    if (!(v instanceof String)) {
+    if (!(v instanceof String string)) {
       throw new IllegalArgumentException(k + " is not a string");
     }
-    return (String) v;
+    return string;
   }
 
   private static long integer(Map<?, ?> m, String k, long dflt) {
@@ -149,10 +151,10 @@ public record Hints(
     if (v == null) {
       return dflt;
     }
-    if (!(v instanceof Json.Num)) {
+    if (!(v instanceof Json.Num num)) {
       throw new IllegalArgumentException(k + " is not a number");
     }
-    Long l = ((Json.Num) v).asLong();
+    Long l = num.asLong();
     if (l == null) {
       throw new IllegalArgumentException(k + " is not an integer in range");
     }
@@ -164,10 +166,10 @@ public record Hints(
     if (v == null) {
       return 0;
     }
-    if (!(v instanceof Json.Num)) {
+    if (!(v instanceof Json.Num num)) {
       throw new IllegalArgumentException(k + " is not a number");
     }
-    double d = ((Json.Num) v).value;
+    double d = num.value;
     if (Double.isInfinite(d) || Double.isNaN(d)) {
       throw new IllegalArgumentException(k + " is out of range");
     }

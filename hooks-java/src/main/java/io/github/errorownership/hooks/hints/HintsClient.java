@@ -33,8 +33,8 @@ import java.util.function.LongSupplier;
 /**
  * Polls a collector for one service's ownership hints and answers the hooks from the last good
  * ones. It revalidates with {@code If-None-Match}, polls again after the response's {@code
- * Cache-Control: max-age}, else the document's {@code ttl_seconds}, else 30 s, held within [1 s,
- * 10 min]; after a failure (unreachable, a status other than 200 — or 304 to its own {@code
+ * Cache-Control: max-age}, else the document's {@code ttl_seconds}, else 30 s, held within [1 s, 10
+ * min]; after a failure (unreachable, a status other than 200 — or 304 to its own {@code
  * If-None-Match} —, a body over 1 MiB, a fetch over the 5 s fetch timeout, an invalid document) it
  * keeps the last good hints and backs off 1 s, 2 s, 4 s … up to 60 s. The last good hints are used
  * for at most 5 minutes after the collector last confirmed them; then, and before the first good
@@ -46,8 +46,10 @@ import java.util.function.LongSupplier;
 public final class HintsClient implements HintSource, AutoCloseable {
   /** The polling interval when neither Cache-Control nor ttl_seconds gives one. */
   public static final Duration DEFAULT_TTL = Duration.ofSeconds(30);
+
   /** How long the last good hints outlive the collector's silence. */
   public static final Duration DEFAULT_MAX_STALE = Duration.ofMinutes(5);
+
   /** The bound on each fetch, the body included. */
   public static final Duration DEFAULT_FETCH_TIMEOUT = Duration.ofSeconds(5);
 
@@ -94,20 +96,31 @@ public final class HintsClient implements HintSource, AutoCloseable {
   }
 
   private HintsClient(Builder b) {
-    String base = b.baseUrl.endsWith("/") ? b.baseUrl.substring(0, b.baseUrl.length() - 1) : b.baseUrl;
-    this.uri = URI.create(base + OwnershipNames.HINTS_PATH + "?service="
-        + URLEncoder.encode(b.service, StandardCharsets.UTF_8));
+    String base =
+        b.baseUrl.endsWith("/") ? b.baseUrl.substring(0, b.baseUrl.length() - 1) : b.baseUrl;
+    this.uri =
+        URI.create(
+            base
+                + OwnershipNames.HINTS_PATH
+                + "?service="
+                + URLEncoder.encode(b.service, StandardCharsets.UTF_8));
     this.service = b.service;
-    this.http = b.http != null ? b.http
-        : HttpClient.newBuilder().connectTimeout(b.fetchTimeout)
-            .followRedirects(HttpClient.Redirect.NEVER).build();
+    this.http =
+        b.http != null
+            ? b.http
+            : HttpClient.newBuilder()
+                .connectTimeout(b.fetchTimeout)
+                .followRedirects(HttpClient.Redirect.NEVER)
+                .build();
     this.headers = b.headers;
     this.nanoClock = b.nanoClock;
     this.maxStaleNanos = b.maxStale.toNanos();
     this.fetchTimeout = b.fetchTimeout;
   }
 
-  /** Returns a builder for {@code service}'s hints at {@code baseUrl} (e.g. http://collector:4320). */
+  /**
+   * Returns a builder for {@code service}'s hints at {@code baseUrl} (e.g. http://collector:4320).
+   */
   public static Builder builder(String baseUrl, String service) {
     return new Builder(baseUrl, service);
   }
@@ -163,8 +176,11 @@ public final class HintsClient implements HintSource, AutoCloseable {
   }
 
   private Duration fetch() throws Exception {
-    HttpRequest.Builder rb = HttpRequest.newBuilder(uri).GET().timeout(fetchTimeout)
-        .header("Accept", "application/json");
+    HttpRequest.Builder rb =
+        HttpRequest.newBuilder(uri)
+            .GET()
+            .timeout(fetchTimeout)
+            .header("Accept", "application/json");
     headers.forEach((k, vs) -> vs.forEach(v -> rb.header(k, v)));
     State old = state;
     boolean revalidate = old != null && !etag.isEmpty();
@@ -204,7 +220,7 @@ public final class HintsClient implements HintSource, AutoCloseable {
   }
 
   private static Duration pollAfter(Optional<String> cacheControl, Hints h) {
-    long d = DEFAULT_TTL.getSeconds();
+    long d = DEFAULT_TTL.toSeconds();
     long age = cacheControl.map(HintsClient::maxAge).orElse(-1L);
     if (age >= 0) {
       d = age;
@@ -250,12 +266,12 @@ public final class HintsClient implements HintSource, AutoCloseable {
   }
 
   /**
-   * Returns the mode of the edge ({@code operation} → {@code peer}, {@code peerOperation}):
-   * {@code peer} is the callee's service.name or the address the call went to (an address without
-   * a port matches any port of its host, and the other way round); operations match the hints'
-   * route templates; {@code peerOperation ""} answers for every edge to the peer (fail-open only
-   * if all are). When the hints know no edge from {@code operation} to the peer, every inbound
-   * operation's edges answer. Without hints, or when nothing matches: {@link Mode#UNKNOWN}.
+   * Returns the mode of the edge ({@code operation} → {@code peer}, {@code peerOperation}): {@code
+   * peer} is the callee's service.name or the address the call went to (an address without a port
+   * matches any port of its host, and the other way round); operations match the hints' route
+   * templates; {@code peerOperation ""} answers for every edge to the peer (fail-open only if all
+   * are). When the hints know no edge from {@code operation} to the peer, every inbound operation's
+   * edges answer. Without hints, or when nothing matches: {@link Mode#UNKNOWN}.
    */
   @Override
   public Mode mode(String operation, String peer, String peerOperation) {
@@ -264,7 +280,8 @@ public final class HintsClient implements HintSource, AutoCloseable {
       return Mode.UNKNOWN;
     }
     return st.index.mode(
-        operation == null ? "" : operation, peer == null ? "" : peer,
+        operation == null ? "" : operation,
+        peer == null ? "" : peer,
         peerOperation == null ? "" : peerOperation);
   }
 
@@ -405,19 +422,14 @@ public final class HintsClient implements HintSource, AutoCloseable {
       int unknown = 0;
       for (int i : cands) {
         HintEdge e = edges.get(i);
-        if (mine && !Routes.matches(e.operation(), operation)
-            || !peerOperation.isEmpty() && !Routes.matches(e.peerOperation(), peerOperation)) {
+        if ((mine && !Routes.matches(e.operation(), operation))
+            || (!peerOperation.isEmpty() && !Routes.matches(e.peerOperation(), peerOperation))) {
           continue;
         }
         switch (e.mode()) {
-          case FAIL_OPEN:
-            open++;
-            break;
-          case FAIL_CLOSE:
-            close++;
-            break;
-          default:
-            unknown++;
+          case FAIL_OPEN -> open++;
+          case FAIL_CLOSE -> close++;
+          default -> unknown++;
         }
       }
       if (close > 0) {

@@ -29,7 +29,6 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.net.http.WebSocket;
 import java.time.Duration;
-
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
@@ -42,19 +41,19 @@ import javax.net.ssl.SSLParameters;
 
 /**
  * A {@link HttpClient} that retries server faults (5xx, or no answer) of the client it wraps only
- * where the decision matrix allows: claimed or unlabelled errors, within a per-peer budget
- * (callee address {@code host[:port]}) and the attempt limit (default 3), with jittered
- * exponential backoff; never an error the callee unclaimed ({@code Error-Claim: unclaimed}), and
- * never a request without a retry policy (by default: methods other than GET HEAD OPTIONS TRACE
- * PUT DELETE without an {@code Idempotency-Key} or {@code X-Idempotency-Key} header). Retries carry
- * {@code Retry-Attempt: N}. Each call's outcome is recorded in the {@link Ledger} of the current
- * context, if any, for the server hook.
+ * where the decision matrix allows: claimed or unlabelled errors, within a per-peer budget (callee
+ * address {@code host[:port]}) and the attempt limit (default 3), with jittered exponential
+ * backoff; never an error the callee unclaimed ({@code Error-Claim: unclaimed}), and never a
+ * request without a retry policy (by default: methods other than GET HEAD OPTIONS TRACE PUT DELETE
+ * without an {@code Idempotency-Key} or {@code X-Idempotency-Key} header). Retries carry {@code
+ * Retry-Attempt: N}. Each call's outcome is recorded in the {@link Ledger} of the current context,
+ * if any, for the server hook.
  *
  * <p>With {@link Builder#setOpenTelemetry}, each attempt is a CLIENT span of its own, made by the
  * hooks (with the HTTP semantic conventions' basic attributes and the context injected into the
- * request), carrying {@code error_ownership.retry.attempt}, {@code http.request.resend_count} (retries), {@code
- * error_ownership.claim.received} and {@code error_ownership.retry.decision} (failed attempts). Without it the hooks make
- * no spans and set no attributes.
+ * request), carrying {@code error_ownership.retry.attempt}, {@code http.request.resend_count}
+ * (retries), {@code error_ownership.claim.received} and {@code error_ownership.retry.decision}
+ * (failed attempts). Without it the hooks make no spans and set no attributes.
  *
  * <pre>{@code
  * HttpClient client = ErrorOwnershipHttpClient.builder(HttpClient.newHttpClient())
@@ -182,41 +181,51 @@ public final class ErrorOwnershipHttpClient extends HttpClient {
       result.completeExceptionally(e);
       return;
     }
-    f.whenComplete(
-        (res, err) -> {
-          Throwable cause = err instanceof CompletionException && err.getCause() != null
-              ? err.getCause() : err;
-          int status = res == null ? -1 : res.statusCode();
-          if (res != null && !HttpRules.serverFault(status)) {
-            call.succeeded(attempt, span);
-            HttpRules.endAttemptSpan(span, status, null);
-            result.complete(res);
-            return;
-          }
-          Claim received = res == null ? Claim.MISSING : claimOf(res.headers());
-          boolean canceled = result.isCancelled() || !(cause == null || cause instanceof IOException);
-          RetryDecision d = call.failed(attempt, received, 0, canceled, span);
-          HttpRules.endAttemptSpan(span, status, cause);
-          if (d != RetryDecision.RETRIED) {
-            if (res != null) {
-              result.complete(res);
-            } else {
-              result.completeExceptionally(cause);
-            }
-            return;
-          }
-          discard(res);
-          Executor later =
-              CompletableFuture.delayedExecutor(call.delayNanos, TimeUnit.NANOSECONDS);
-          later.execute(
-              () -> {
-                if (result.isDone()) {
-                  call.abandoned(received);
+    // The callback settles result on every path, also when it throws, so the future whenComplete
+    // returns (f's outcome once more) has nothing left to report.
+    CompletableFuture<HttpResponse<T>> unused =
+        f.whenComplete(
+            (res, err) -> {
+              try {
+                Throwable cause =
+                    err instanceof CompletionException && err.getCause() != null
+                        ? err.getCause()
+                        : err;
+                int status = res == null ? -1 : res.statusCode();
+                if (res != null && !HttpRules.serverFault(status)) {
+                  call.succeeded(attempt, span);
+                  HttpRules.endAttemptSpan(span, status, null);
+                  result.complete(res);
                   return;
                 }
-                attemptAsync(request, handler, push, parent, call, attempt + 1, result);
-              });
-        });
+                Claim received = res == null ? Claim.MISSING : claimOf(res.headers());
+                boolean canceled =
+                    result.isCancelled() || !(cause == null || cause instanceof IOException);
+                RetryDecision d = call.failed(attempt, received, 0, canceled, span);
+                HttpRules.endAttemptSpan(span, status, cause);
+                if (d != RetryDecision.RETRIED) {
+                  if (res != null) {
+                    result.complete(res);
+                  } else {
+                    result.completeExceptionally(cause);
+                  }
+                  return;
+                }
+                discard(res);
+                Executor later =
+                    CompletableFuture.delayedExecutor(call.delayNanos, TimeUnit.NANOSECONDS);
+                later.execute(
+                    () -> {
+                      if (result.isDone()) {
+                        call.abandoned(received);
+                        return;
+                      }
+                      attemptAsync(request, handler, push, parent, call, attempt + 1, result);
+                    });
+              } catch (RuntimeException e) {
+                result.completeExceptionally(e);
+              }
+            });
   }
 
   private ClientCallState begin(HttpRequest request) {
@@ -256,8 +265,6 @@ public final class ErrorOwnershipHttpClient extends HttpClient {
         settings.tracer, parent, request.method(), uri.toString(), uri.getHost(), uri.getPort());
   }
 
-
-
   /** Releases a failed attempt's body, if the handler left one open. */
   private static void discard(HttpResponse<?> res) {
     if (res == null) {
@@ -265,12 +272,12 @@ public final class ErrorOwnershipHttpClient extends HttpClient {
     }
     Object body = res.body();
     try {
-      if (body instanceof InputStream) {
-        ((InputStream) body).close();
+      if (body instanceof InputStream inputStream) {
+        inputStream.close();
       } else if (body instanceof Stream) {
         ((Stream<?>) body).close();
-      } else if (body instanceof Closeable) {
-        ((Closeable) body).close();
+      } else if (body instanceof Closeable closeable) {
+        closeable.close();
       }
     } catch (IOException | RuntimeException ignored) {
       // nothing to do: the body is dropped either way
@@ -371,9 +378,9 @@ public final class ErrorOwnershipHttpClient extends HttpClient {
     }
 
     /**
-     * Sets which requests may be retried at all (default {@link #idempotent}). A request it
-     * rejects fails with decision {@code no_policy}. Bodies from {@code
-     * BodyPublishers.ofInputStream} cannot be sent twice: reject such requests here.
+     * Sets which requests may be retried at all (default {@link #idempotent}). A request it rejects
+     * fails with decision {@code no_policy}. Bodies from {@code BodyPublishers.ofInputStream}
+     * cannot be sent twice: reject such requests here.
      */
     public Builder setRetryPolicy(Predicate<HttpRequest> policy) {
       this.policy = policy;
@@ -391,5 +398,4 @@ public final class ErrorOwnershipHttpClient extends HttpClient {
       return new ErrorOwnershipHttpClient(this);
     }
   }
-
 }

@@ -34,7 +34,9 @@ public final class ClientCallState {
   private final Ledger ledger;
   private final int call;
 
-  /** The delay before the next attempt, when the last decision was {@link RetryDecision#RETRIED}. */
+  /**
+   * The delay before the next attempt, when the last decision was {@link RetryDecision#RETRIED}.
+   */
   public long delayNanos;
 
   public ClientCallState(
@@ -67,8 +69,8 @@ public final class ClientCallState {
 
   /**
    * The attempt failed with a server fault or without an answer: decides whether to retry,
-   * annotates {@code span}, and ends the call unless the decision is {@link
-   * RetryDecision#RETRIED} (then {@link #delayNanos} is the wait).
+   * annotates {@code span}, and ends the call unless the decision is {@link RetryDecision#RETRIED}
+   * (then {@link #delayNanos} is the wait).
    */
   public RetryDecision failed(
       int attempt, Claim received, long deadlineNanos, boolean canceled, Span span) {
@@ -98,7 +100,8 @@ public final class ClientCallState {
   public void abandoned(Claim received) {
     if (ledger != null) {
       ledger.end(
-          call, Outcome.failed(peer, peerOperation, received, RetryDecision.RETRIED).withInFlight());
+          call,
+          Outcome.failed(peer, peerOperation, received, RetryDecision.RETRIED).withInFlight());
     }
   }
 

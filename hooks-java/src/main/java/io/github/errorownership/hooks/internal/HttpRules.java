@@ -14,10 +14,12 @@ import java.util.Locale;
 /** HTTP naming rules shared by the HTTP hooks. Internal: not part of the API. */
 public final class HttpRules {
   private static final AttributeKey<String> METHOD = AttributeKey.stringKey("http.request.method");
-  private static final AttributeKey<String> SERVER_ADDRESS = AttributeKey.stringKey("server.address");
+  private static final AttributeKey<String> SERVER_ADDRESS =
+      AttributeKey.stringKey("server.address");
   private static final AttributeKey<Long> SERVER_PORT = AttributeKey.longKey("server.port");
   private static final AttributeKey<String> URL_FULL = AttributeKey.stringKey("url.full");
-  private static final AttributeKey<Long> STATUS = AttributeKey.longKey("http.response.status_code");
+  private static final AttributeKey<Long> STATUS =
+      AttributeKey.longKey("http.response.status_code");
   private static final AttributeKey<String> ERROR_TYPE = AttributeKey.stringKey("error.type");
 
   private HttpRules() {}
@@ -71,18 +73,10 @@ public final class HttpRules {
 
   /** GET HEAD OPTIONS TRACE PUT DELETE are idempotent. */
   public static boolean idempotentMethod(String method) {
-    switch (method == null ? "" : method) {
-      case "":
-      case "GET":
-      case "HEAD":
-      case "OPTIONS":
-      case "TRACE":
-      case "PUT":
-      case "DELETE":
-        return true;
-      default:
-        return false;
-    }
+    return switch (method == null ? "" : method) {
+      case "", "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE" -> true;
+      default -> false;
+    };
   }
 
   /** 500 and above are server faults. */
@@ -104,7 +98,9 @@ public final class HttpRules {
     }
     int port = uri.getPort();
     String scheme = uri.getScheme() == null ? "" : uri.getScheme().toLowerCase(Locale.ROOT);
-    if (port < 0 || (port == 80 && scheme.equals("http")) || (port == 443 && scheme.equals("https"))) {
+    if (port < 0
+        || (port == 80 && scheme.equals("http"))
+        || (port == 443 && scheme.equals("https"))) {
       return host;
     }
     return (host.indexOf(':') >= 0 ? "[" + host + "]" : host) + ":" + port;

@@ -84,25 +84,24 @@ public final class Json {
       throw err("unexpected end");
     }
     char c = s.charAt(i);
-    switch (c) {
-      case '{':
-        return object(depth);
-      case '[':
-        return array(depth);
-      case '"':
-        return string();
-      case 't':
+    return switch (c) {
+      case '{' -> object(depth);
+      case '[' -> array(depth);
+      case '"' -> string();
+      case 't' -> {
         literal("true");
-        return Boolean.TRUE;
-      case 'f':
+        yield true;
+      }
+      case 'f' -> {
         literal("false");
-        return Boolean.FALSE;
-      case 'n':
+        yield false;
+      }
+      case 'n' -> {
         literal("null");
-        return NULL;
-      default:
-        return number();
-    }
+        yield NULL;
+      }
+      default -> number();
+    };
   }
 
   private void literal(String w) {
@@ -197,15 +196,15 @@ public final class Json {
       }
       char e = s.charAt(i++);
       switch (e) {
-        case '"': b.append('"'); break;
-        case '\\': b.append('\\'); break;
-        case '/': b.append('/'); break;
-        case 'b': b.append('\b'); break;
-        case 'f': b.append('\f'); break;
-        case 'n': b.append('\n'); break;
-        case 'r': b.append('\r'); break;
-        case 't': b.append('\t'); break;
-        case 'u':
+        case '"' -> b.append('"');
+        case '\\' -> b.append('\\');
+        case '/' -> b.append('/');
+        case 'b' -> b.append('\b');
+        case 'f' -> b.append('\f');
+        case 'n' -> b.append('\n');
+        case 'r' -> b.append('\r');
+        case 't' -> b.append('\t');
+        case 'u' -> {
           if (i + 4 > s.length()) {
             throw err("bad \\u escape");
           }
@@ -215,9 +214,8 @@ public final class Json {
             throw err("bad \\u escape");
           }
           i += 4;
-          break;
-        default:
-          throw err("bad escape");
+        }
+        default -> throw err("bad escape");
       }
     }
   }

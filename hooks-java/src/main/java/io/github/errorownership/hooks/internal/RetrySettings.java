@@ -14,16 +14,19 @@ import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicReference;
 
 /**
- * The client hooks' shared retry settings and per-peer budgets. Internal: not part of the API,
- * may change without notice.
+ * The client hooks' shared retry settings and per-peer budgets. Internal: not part of the API, may
+ * change without notice.
  */
 public final class RetrySettings {
   /** Attempts per call, the first included. */
   public static final int DEFAULT_MAX_ATTEMPTS = 3;
+
   /** The first retry's backoff ceiling. */
   public static final Duration DEFAULT_INITIAL_BACKOFF = Duration.ofMillis(50);
+
   /** The largest backoff ceiling. */
   public static final Duration DEFAULT_MAX_BACKOFF = Duration.ofSeconds(1);
+
   /** Peers with a budget of their own; the others share one overflow budget. */
   public static final int MAX_PEERS = 256;
 
@@ -34,12 +37,13 @@ public final class RetrySettings {
   public final int maxAttempts;
   public final long initialBackoffNanos;
   public final long maxBackoffNanos;
+
   /** The tracer that makes one CLIENT span per attempt, or null. */
   public final Tracer tracer;
+
   public final OpenTelemetry openTelemetry;
 
-  private final AtomicReference<Map<String, RetryBudget>> peers =
-      new AtomicReference<>(Map.of());
+  private final AtomicReference<Map<String, RetryBudget>> peers = new AtomicReference<>(Map.of());
   private RetryBudget overflow;
 
   public RetrySettings(

@@ -35,8 +35,8 @@ import okhttp3.Response;
  *
  * <p>An application interceptor sees one call, and each {@code chain.proceed} is an attempt. With
  * {@link Builder#setOpenTelemetry} the hooks make each attempt a CLIENT span of their own (current
- * while the attempt runs, its context injected into the request) carrying the attempt's
- * attributes. Without it they make no spans and set no attributes.
+ * while the attempt runs, its context injected into the request) carrying the attempt's attributes.
+ * Without it they make no spans and set no attributes.
  */
 public final class ErrorOwnershipInterceptor implements Interceptor {
   private static final TextMapSetter<Request.Builder> SETTER = Request.Builder::header;
@@ -150,11 +150,13 @@ public final class ErrorOwnershipInterceptor implements Interceptor {
 
   private Span startSpan(Request request, Context parent) {
     return HttpRules.startAttemptSpan(
-        settings.tracer, parent, request.method(), request.url().toString(),
-        request.url().host(), request.url().port());
+        settings.tracer,
+        parent,
+        request.method(),
+        request.url().toString(),
+        request.url().host(),
+        request.url().port());
   }
-
-
 
   /** Builds an {@link ErrorOwnershipInterceptor}. */
   public static final class Builder {

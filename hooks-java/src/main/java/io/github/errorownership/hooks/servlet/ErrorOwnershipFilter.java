@@ -8,8 +8,8 @@ import io.github.errorownership.hooks.Ledger;
 import io.github.errorownership.hooks.ModeFunction;
 import io.github.errorownership.hooks.OwnershipNames;
 import io.github.errorownership.hooks.Verdict;
-import io.github.errorownership.hooks.internal.ServerRules;
 import io.github.errorownership.hooks.internal.HttpRules;
+import io.github.errorownership.hooks.internal.ServerRules;
 import io.opentelemetry.api.trace.Span;
 import io.opentelemetry.context.Context;
 import io.opentelemetry.context.Scope;
@@ -37,12 +37,12 @@ import java.util.function.IntPredicate;
  * the status is committed: the response is wrapped, and {@code setStatus}, {@code sendError},
  * {@code flushBuffer} and the first use of the body decide it; the decision is made again at the
  * end of the chain if the response is still not committed, so that calls made after the status
- * count. A handler that sets {@code Error-Claim} itself to one valid value wins; any other value
- * is replaced.
+ * count. A handler that sets {@code Error-Claim} itself to one valid value wins; any other value is
+ * replaced.
  *
  * <p>On {@link Span#current()} (the server span, under the OpenTelemetry Java agent or a servlet
- * instrumentation filter placed before this one) it sets {@code error_ownership.claim.sent} and {@code
- * error_ownership.claim.reason}.
+ * instrumentation filter placed before this one) it sets {@code error_ownership.claim.sent} and
+ * {@code error_ownership.claim.reason}.
  */
 public final class ErrorOwnershipFilter implements Filter {
 
@@ -75,15 +75,16 @@ public final class ErrorOwnershipFilter implements Filter {
   @Override
   public void doFilter(ServletRequest request, ServletResponse response, FilterChain chain)
       throws IOException, ServletException {
-    if (!(request instanceof HttpServletRequest) || !(response instanceof HttpServletResponse)) {
+    if (!(request instanceof HttpServletRequest httpServletRequest)
+        || !(response instanceof HttpServletResponse httpServletResponse)) {
       chain.doFilter(request, response);
       return;
     }
     Context parent = Context.current();
     Ledger ledger = Ledger.create();
     ClaimingResponse wrapped =
-        new ClaimingResponse((HttpServletResponse) response, (HttpServletRequest) request, ledger,
-            Span.fromContext(parent));
+        new ClaimingResponse(
+            httpServletResponse, httpServletRequest, ledger, Span.fromContext(parent));
     try (Scope ignored = parent.with(ledger).makeCurrent()) {
       chain.doFilter(request, wrapped);
     } finally {
@@ -98,6 +99,7 @@ public final class ErrorOwnershipFilter implements Filter {
     private final Ledger ledger;
     private final Span span;
     private int status = 200;
+
     /** The value the filter itself set, or null. */
     private String ours;
 
@@ -177,7 +179,8 @@ public final class ErrorOwnershipFilter implements Filter {
     private void decide() {
       Collection<String> values = getHeaders(OwnershipNames.HTTP_CLAIM_HEADER);
       List<String> list = values == null ? List.of() : new ArrayList<>(values);
-      boolean byHandler = !list.isEmpty() && !(ours != null && list.size() == 1 && ours.equals(list.get(0)));
+      boolean byHandler =
+          !list.isEmpty() && !(ours != null && list.size() == 1 && ours.equals(list.get(0)));
       if (byHandler) {
         Claim own = Claim.parse(list);
         if (own != Claim.MISSING) {
@@ -187,14 +190,14 @@ public final class ErrorOwnershipFilter implements Filter {
         }
       }
       int code = currentStatus();
-      ModeFunction modes = hints == null ? null : ServerRules.modes(hints, operation.apply(request));
+      ModeFunction modes =
+          hints == null ? null : ServerRules.modes(hints, operation.apply(request));
       Verdict v = ledger.decide(modes, code == 504);
       ours = v.claim().wireName();
       setHeader(OwnershipNames.HTTP_CLAIM_HEADER, ours);
       ServerRules.annotate(span, v);
     }
   }
-
 
   /** Builds an {@link ErrorOwnershipFilter}. */
   public static final class Builder {

@@ -41,7 +41,8 @@ class ClientConformanceTest {
   }
 
   private static RetryBudget budget(Map<String, Object> c) {
-    return c.containsKey("budget") ? RetryBudget.create(Vectors.limits(Vectors.map(c, "budget")))
+    return c.containsKey("budget")
+        ? RetryBudget.create(Vectors.limits(Vectors.map(c, "budget")))
         : null;
   }
 
@@ -49,16 +50,20 @@ class ClientConformanceTest {
   @MethodSource("cases")
   void httpClient(String name, Map<String, Object> c) throws Exception {
     try (ScriptedCallee callee = new ScriptedCallee(Vectors.list(c, "responses"))) {
-      HttpClient client = ErrorOwnershipHttpClient.builder(HttpClient.newHttpClient())
-          .setOpenTelemetry(otel.getOpenTelemetry())
-          .setMaxAttempts((int) Vectors.lng(c, "max_attempts", 3))
-          .setBackoff(Duration.ofNanos(1), Duration.ofNanos(1))
-          .setBudget(budget(c))
-          .build();
+      HttpClient client =
+          ErrorOwnershipHttpClient.builder(HttpClient.newHttpClient())
+              .setOpenTelemetry(otel.getOpenTelemetry())
+              .setMaxAttempts((int) Vectors.lng(c, "max_attempts", 3))
+              .setBackoff(Duration.ofNanos(1), Duration.ofNanos(1))
+              .setBudget(budget(c))
+              .build();
       HttpRequest.Builder rb = HttpRequest.newBuilder(URI.create(callee.url("/items/1")));
       String body = Vectors.str(c, "body");
-      rb.method(Vectors.str(c, "method"), body == null ? HttpRequest.BodyPublishers.noBody()
-          : HttpRequest.BodyPublishers.ofString(body));
+      rb.method(
+          Vectors.str(c, "method"),
+          body == null
+              ? HttpRequest.BodyPublishers.noBody()
+              : HttpRequest.BodyPublishers.ofString(body));
       Vectors.map(c, "headers").forEach((k, v) -> rb.header(k, (String) v));
       HttpResponse<String> res = client.send(rb.build(), HttpResponse.BodyHandlers.ofString());
       verify(c, callee, res.statusCode());
@@ -69,18 +74,26 @@ class ClientConformanceTest {
   @MethodSource("cases")
   void okHttp(String name, Map<String, Object> c) throws Exception {
     try (ScriptedCallee callee = new ScriptedCallee(Vectors.list(c, "responses"))) {
-      OkHttpClient client = new OkHttpClient.Builder()
-          .addInterceptor(ErrorOwnershipInterceptor.builder()
-              .setOpenTelemetry(otel.getOpenTelemetry())
-              .setMaxAttempts((int) Vectors.lng(c, "max_attempts", 3))
-              .setBackoff(Duration.ofNanos(1), Duration.ofNanos(1))
-              .setBudget(budget(c))
-              .build())
-          .build();
+      OkHttpClient client =
+          new OkHttpClient.Builder()
+              .addInterceptor(
+                  ErrorOwnershipInterceptor.builder()
+                      .setOpenTelemetry(otel.getOpenTelemetry())
+                      .setMaxAttempts((int) Vectors.lng(c, "max_attempts", 3))
+                      .setBackoff(Duration.ofNanos(1), Duration.ofNanos(1))
+                      .setBudget(budget(c))
+                      .build())
+              .build();
       String body = Vectors.str(c, "body");
-      Request.Builder rb = new Request.Builder().url(callee.url("/items/1"))
-          .method(Vectors.str(c, "method"), body == null ? null
-              : RequestBody.create(body, MediaType.get("application/x-www-form-urlencoded")));
+      Request.Builder rb =
+          new Request.Builder()
+              .url(callee.url("/items/1"))
+              .method(
+                  Vectors.str(c, "method"),
+                  body == null
+                      ? null
+                      : RequestBody.create(
+                          body, MediaType.get("application/x-www-form-urlencoded")));
       Vectors.map(c, "headers").forEach((k, v) -> rb.header(k, (String) v));
       try (Response res = client.newCall(rb.build()).execute()) {
         verify(c, callee, res.code());

@@ -53,13 +53,22 @@ class CoreConformanceTest {
       }
       Claim received = Claim.parse(Vectors.str(o, "received"));
       String d = Vectors.str(o, "decision");
-      ledger.end(call, new Outcome(peer, "", Vectors.bool(o, "failed"), received,
-          RetryDecision.parse(d), Vectors.bool(o, "cut_short")));
+      ledger.end(
+          call,
+          new Outcome(
+              peer,
+              "",
+              Vectors.bool(o, "failed"),
+              received,
+              RetryDecision.parse(d),
+              Vectors.bool(o, "cut_short")));
     }
     Map<String, Object> modes = Vectors.map(c, "modes");
-    Verdict v = ledger.decide(
-        (peer, op) -> Mode.parse(modes.containsKey(peer) ? (String) modes.get(peer) : "unknown"),
-        Vectors.bool(c, "timed_out"));
+    Verdict v =
+        ledger.decide(
+            (peer, op) ->
+                Mode.parse(modes.containsKey(peer) ? (String) modes.get(peer) : "unknown"),
+            Vectors.bool(c, "timed_out"));
     Map<String, Object> want = Vectors.map(c, "want");
     assertEquals(want.get("claim"), v.claim().wireName(), "claim");
     assertEquals(want.get("reason"), v.reason().wireName(), "reason");
@@ -79,8 +88,12 @@ class CoreConformanceTest {
       assertEquals(kind.equals("tokens") ? 1 : 0, budget.available());
     }
     long before = budget == null ? 0 : budget.available();
-    RetryDecision d = RetryDecision.decide(Claim.parse(Vectors.str(c, "received")),
-        Vectors.bool(c, "has_policy"), Vectors.bool(c, "attempts_left"), budget);
+    RetryDecision d =
+        RetryDecision.decide(
+            Claim.parse(Vectors.str(c, "received")),
+            Vectors.bool(c, "has_policy"),
+            Vectors.bool(c, "attempts_left"),
+            budget);
     assertEquals(Vectors.str(c, "want"), d.wireName());
     if (budget != null) {
       assertEquals(Vectors.bool(c, "withdrawn"), budget.available() == before - 1, "withdrawn");
@@ -92,8 +105,10 @@ class CoreConformanceTest {
   void budget(String name, Map<String, Object> c) {
     AtomicLong now = new AtomicLong(1_000_000_000L);
     long start = now.get();
-    RetryBudget.Builder b = RetryBudget.builder().setLimits(Vectors.limits(Vectors.map(c, "limits")))
-        .setNanoClock(now::get);
+    RetryBudget.Builder b =
+        RetryBudget.builder()
+            .setLimits(Vectors.limits(Vectors.map(c, "limits")))
+            .setNanoClock(now::get);
     if (c.containsKey("window_ms")) {
       b.setWindow(Duration.ofMillis(Vectors.lng(c, "window_ms", 10_000)));
     }
@@ -105,24 +120,22 @@ class CoreConformanceTest {
       String op = Vectors.str(s, "op");
       long times = Vectors.lng(s, "times", 1);
       switch (op) {
-        case "deposit":
+        case "deposit" -> {
           for (long k = 0; k < times; k++) {
             budget.deposit();
           }
-          break;
-        case "withdraw":
+        }
+        case "withdraw" -> {
           for (long k = 0; k < times; k++) {
-            assertEquals(Vectors.bool(s, "want"), budget.tryWithdraw(), "step " + i + " withdraw " + k);
+            assertEquals(
+                Vectors.bool(s, "want"), budget.tryWithdraw(), "step " + i + " withdraw " + k);
           }
-          break;
-        case "available":
-          assertEquals(Vectors.lng(s, "want", -1), budget.available(), "step " + i + " available");
-          break;
-        case "set_limits":
-          budget.setLimits(Vectors.limits(s));
-          break;
-        default:
-          throw new AssertionError("unknown op " + op);
+        }
+        case "available" ->
+            assertEquals(
+                Vectors.lng(s, "want", -1), budget.available(), "step " + i + " available");
+        case "set_limits" -> budget.setLimits(Vectors.limits(s));
+        default -> throw new AssertionError("unknown op " + op);
       }
     }
   }

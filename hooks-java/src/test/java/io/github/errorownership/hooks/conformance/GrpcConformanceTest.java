@@ -56,8 +56,11 @@ class GrpcConformanceTest {
   static Result call(ManagedChannel ch) {
     Result r = new Result();
     try {
-      ClientCalls.blockingUnaryCall(ch, GrpcTesting.SAY,
-          CallOptions.DEFAULT.withDeadlineAfter(10, java.util.concurrent.TimeUnit.SECONDS), "hi");
+      ClientCalls.blockingUnaryCall(
+          ch,
+          GrpcTesting.SAY,
+          CallOptions.DEFAULT.withDeadlineAfter(10, java.util.concurrent.TimeUnit.SECONDS),
+          "hi");
     } catch (StatusRuntimeException e) {
       r.code = e.getStatus().getCode();
       r.trailers = e.getTrailers() == null ? new Metadata() : e.getTrailers();
@@ -70,10 +73,11 @@ class GrpcConformanceTest {
   void client(String name, Map<String, Object> c) throws Exception {
     GrpcTesting.Scripted callee = new GrpcTesting.Scripted(Vectors.list(c, "responses"));
     Server server = GrpcTesting.serve(callee);
-    ErrorOwnershipClientInterceptor.Builder b = ErrorOwnershipClientInterceptor.builder()
-        .setOpenTelemetry(otel.getOpenTelemetry())
-        .setMaxAttempts((int) Vectors.lng(c, "max_attempts", 3))
-        .setBackoff(Duration.ofNanos(1), Duration.ofNanos(1));
+    ErrorOwnershipClientInterceptor.Builder b =
+        ErrorOwnershipClientInterceptor.builder()
+            .setOpenTelemetry(otel.getOpenTelemetry())
+            .setMaxAttempts((int) Vectors.lng(c, "max_attempts", 3))
+            .setBackoff(Duration.ofNanos(1), Duration.ofNanos(1));
     if (c.containsKey("budget")) {
       b.setBudget(RetryBudget.create(Vectors.limits(Vectors.map(c, "budget"))));
     }
@@ -120,8 +124,11 @@ class GrpcConformanceTest {
     AddressHints hints = new AddressHints();
     List<Server> callees = new ArrayList<>();
     List<ManagedChannel> channels = new ArrayList<>();
-    ErrorOwnershipClientInterceptor outbound = ErrorOwnershipClientInterceptor.builder()
-        .setBackoff(Duration.ofNanos(1), Duration.ofNanos(1)).setHints(hints).build();
+    ErrorOwnershipClientInterceptor outbound =
+        ErrorOwnershipClientInterceptor.builder()
+            .setBackoff(Duration.ofNanos(1), Duration.ofNanos(1))
+            .setHints(hints)
+            .build();
     Server front = null;
     ManagedChannel caller = null;
     try {
@@ -136,32 +143,38 @@ class GrpcConformanceTest {
       }
       Status.Code code = Status.Code.valueOf(Vectors.str(c, "code"));
       String setClaim = Vectors.str(c, "set_claim");
-      front = GrpcTesting.serve((req, headers, out) -> {
-        for (ManagedChannel ch : channels) {
-          call(ch);
-        }
-        if (code == Status.Code.OK) {
-          out.onNext("ok");
-          out.onCompleted();
-          return;
-        }
-        Metadata trailers = new Metadata();
-        if (setClaim != null) {
-          trailers.put(GrpcTesting.CLAIM, setClaim);
-        }
-        out.onError(Status.fromCode(code).asRuntimeException(trailers));
-      }, ErrorOwnershipServerInterceptor.builder().setHints(hints).build(),
-          new GrpcServerSpan(otel.getOpenTelemetry()));
+      front =
+          GrpcTesting.serve(
+              (req, headers, out) -> {
+                for (ManagedChannel ch : channels) {
+                  call(ch);
+                }
+                if (code == Status.Code.OK) {
+                  out.onNext("ok");
+                  out.onCompleted();
+                  return;
+                }
+                Metadata trailers = new Metadata();
+                if (setClaim != null) {
+                  trailers.put(GrpcTesting.CLAIM, setClaim);
+                }
+                out.onError(Status.fromCode(code).asRuntimeException(trailers));
+              },
+              ErrorOwnershipServerInterceptor.builder().setHints(hints).build(),
+              new GrpcServerSpan(otel.getOpenTelemetry()));
       caller = GrpcTesting.channel(front);
       Result r = call(caller);
       Map<String, Object> want = Vectors.map(c, "want");
       assertEquals(code, r.code, "code");
       assertEquals(Vectors.str(want, "claim"), r.trailers.get(GrpcTesting.CLAIM), "error-claim");
-      assertEquals(Vectors.str(want, "pushback"), r.trailers.get(GrpcTesting.PUSHBACK),
+      assertEquals(
+          Vectors.str(want, "pushback"),
+          r.trailers.get(GrpcTesting.PUSHBACK),
           "grpc-retry-pushback-ms");
       List<SpanData> spans = SpanCheck.ofKind(otel.getSpans(), SpanKind.SERVER);
       assertEquals(1, spans.size(), "server spans");
-      SpanCheck.check("server span", spans.get(0), Vectors.map(want, "span"), SpanCheck.SERVER_KEYS);
+      SpanCheck.check(
+          "server span", spans.get(0), Vectors.map(want, "span"), SpanCheck.SERVER_KEYS);
     } finally {
       if (caller != null) {
         caller.shutdownNow();

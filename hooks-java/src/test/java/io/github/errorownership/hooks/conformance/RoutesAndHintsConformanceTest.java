@@ -72,8 +72,12 @@ class RoutesAndHintsConformanceTest {
   }
 
   private static void ask(HintsClient c, Object q) {
-    assertEquals(Vectors.str(q, "want"),
-        c.mode(Vectors.str(q, "operation"), Vectors.str(q, "peer"), Vectors.str(q, "peer_operation"))
+    assertEquals(
+        Vectors.str(q, "want"),
+        c.mode(
+                Vectors.str(q, "operation"),
+                Vectors.str(q, "peer"),
+                Vectors.str(q, "peer_operation"))
             .wireName(),
         String.valueOf(Vectors.str(q, "name")));
   }
@@ -150,16 +154,18 @@ class RoutesAndHintsConformanceTest {
   @Test
   void backoff() {
     HintsClient c = client();
-    Runnable round = () -> {
-      server.serve(503, "down", Map.of());
-      int i = 0;
-      for (Object want : Vectors.list(Vectors.map(hints(), "backoff"), "after_failures_seconds")) {
-        i++;
-        HintsClient.Refresh r = c.refresh();
-        assertFalse(r.ok());
-        assertEquals(Duration.ofSeconds((Long) Vectors.plain(want)), r.next(), "failure " + i);
-      }
-    };
+    Runnable round =
+        () -> {
+          server.serve(503, "down", Map.of());
+          int i = 0;
+          for (Object want :
+              Vectors.list(Vectors.map(hints(), "backoff"), "after_failures_seconds")) {
+            i++;
+            HintsClient.Refresh r = c.refresh();
+            assertFalse(r.ok());
+            assertEquals(Duration.ofSeconds((Long) Vectors.plain(want)), r.next(), "failure " + i);
+          }
+        };
     round.run();
     server.serve(200, document("sample"), Map.of());
     assertTrue(c.refresh().ok());
@@ -167,24 +173,29 @@ class RoutesAndHintsConformanceTest {
   }
 
   @ParameterizedTest(name = "{0}")
-  @ValueSource(strings = {"an ETag is sent back", "an ETag of the longest length kept",
-      "an ETag one byte longer is not"})
+  @ValueSource(
+      strings = {
+        "an ETag is sent back",
+        "an ETag of the longest length kept",
+        "an ETag one byte longer is not"
+      })
   void etag(String name) {
     int max = (int) Vectors.lng(Vectors.map(hints(), "etag"), "max_etag_bytes", -1);
     String etag;
     boolean kept;
     switch (name) {
-      case "an ETag is sent back":
+      case "an ETag is sent back" -> {
         etag = "\"v1\"";
         kept = true;
-        break;
-      case "an ETag of the longest length kept":
+      }
+      case "an ETag of the longest length kept" -> {
         etag = "\"" + "a".repeat(max - 2) + "\"";
         kept = true;
-        break;
-      default:
+      }
+      default -> {
         etag = "\"" + "a".repeat(max - 1) + "\"";
         kept = false;
+      }
     }
     server.serve(200, document("sample"), Map.of("ETag", etag));
     HintsClient c = client();

@@ -74,33 +74,45 @@ class ServerConformanceTest {
         hints.modes.put(callee.address(), Mode.parse(mode));
       }
     }
-    HttpClient outbound = ErrorOwnershipHttpClient.builder(HttpClient.newHttpClient())
-        .setBackoff(Duration.ofNanos(1), Duration.ofNanos(1)).setHints(hints).build();
-    HttpServlet handler = new HttpServlet() {
-      @Override
-      protected void service(HttpServletRequest req, HttpServletResponse res) throws IOException {
-        for (int i = 0; i < callees.size(); i++) {
-          HttpRequest r = HttpRequest.newBuilder(URI.create(callees.get(i).url("/dep")))
-              .method(methods.get(i), HttpRequest.BodyPublishers.noBody()).build();
-          try {
-            outbound.send(r, HttpResponse.BodyHandlers.ofString());
-          } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IOException(e);
+    HttpClient outbound =
+        ErrorOwnershipHttpClient.builder(HttpClient.newHttpClient())
+            .setBackoff(Duration.ofNanos(1), Duration.ofNanos(1))
+            .setHints(hints)
+            .build();
+    HttpServlet handler =
+        new HttpServlet() {
+          @Override
+          protected void service(HttpServletRequest req, HttpServletResponse res)
+              throws IOException {
+            for (int i = 0; i < callees.size(); i++) {
+              HttpRequest r =
+                  HttpRequest.newBuilder(URI.create(callees.get(i).url("/dep")))
+                      .method(methods.get(i), HttpRequest.BodyPublishers.noBody())
+                      .build();
+              try {
+                outbound.send(r, HttpResponse.BodyHandlers.ofString());
+              } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IOException(e);
+              }
+            }
+            for (Object v : Vectors.list(c, "set_claim")) {
+              res.addHeader("Error-Claim", (String) v);
+            }
+            res.setStatus((int) Vectors.lng(c, "status", 200));
+            res.getWriter().write("body");
           }
-        }
-        for (Object v : Vectors.list(c, "set_claim")) {
-          res.addHeader("Error-Claim", (String) v);
-        }
-        res.setStatus((int) Vectors.lng(c, "status", 200));
-        res.getWriter().write("body");
-      }
-    };
-    try (JettyServer server = new JettyServer(handler, new ServerSpanFilter(otel.getOpenTelemetry()),
-        ErrorOwnershipFilter.builder().setHints(hints).build())) {
-      HttpResponse<String> res = HttpClient.newHttpClient().send(
-          HttpRequest.newBuilder(URI.create(server.url("/checkout"))).build(),
-          HttpResponse.BodyHandlers.ofString());
+        };
+    try (JettyServer server =
+        new JettyServer(
+            handler,
+            new ServerSpanFilter(otel.getOpenTelemetry()),
+            ErrorOwnershipFilter.builder().setHints(hints).build())) {
+      HttpResponse<String> res =
+          HttpClient.newHttpClient()
+              .send(
+                  HttpRequest.newBuilder(URI.create(server.url("/checkout"))).build(),
+                  HttpResponse.BodyHandlers.ofString());
       Map<String, Object> want = Vectors.map(c, "want");
       assertEquals(Vectors.lng(c, "status", 200), res.statusCode(), "status");
       List<String> got = res.headers().allValues("Error-Claim");
@@ -113,7 +125,8 @@ class ServerConformanceTest {
         spans = SpanCheck.ofKind(otel.getSpans(), SpanKind.SERVER);
       }
       assertEquals(1, spans.size(), "server spans");
-      SpanCheck.check("server span", spans.get(0), Vectors.map(want, "span"), SpanCheck.SERVER_KEYS);
+      SpanCheck.check(
+          "server span", spans.get(0), Vectors.map(want, "span"), SpanCheck.SERVER_KEYS);
     } finally {
       for (ScriptedCallee callee : callees) {
         callee.close();

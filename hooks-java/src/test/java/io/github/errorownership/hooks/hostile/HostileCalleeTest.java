@@ -33,13 +33,14 @@ import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 
 /**
- * Every lie and every kind of garbage a callee can answer with, through the HttpClient wrapper
- * and the OkHttp interceptor (ported from hookshttp/hostile_test.go): the caller gets what a
- * caller without the hooks gets (the same status, or an error where it gets one), nothing hangs
- * on a body that never ends, and the claim read is clean.
+ * Every lie and every kind of garbage a callee can answer with, through the HttpClient wrapper and
+ * the OkHttp interceptor (ported from hookshttp/hostile_test.go): the caller gets what a caller
+ * without the hooks gets (the same status, or an error where it gets one), nothing hangs on a body
+ * that never ends, and the claim read is clean.
  */
 class HostileCalleeTest {
-  private static final String STATUS_500 = "HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\n";
+  private static final String STATUS_500 =
+      "HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\n";
   private static final int MIB = 1 << 20;
 
   private static RawServer.Responder headers(String h) {
@@ -59,54 +60,95 @@ class HostileCalleeTest {
         Arguments.of("claims everything", headers("Error-Claim: claimed\r\n"), Claim.CLAIMED),
         Arguments.of("unclaims everything", headers("Error-Claim: unclaimed\r\n"), Claim.UNCLAIMED),
         Arguments.of("an invalid value", headers("Error-Claim: yes-please\r\n"), Claim.MISSING),
-        Arguments.of("invalid UTF-8", headers("Error-Claim: \u00ff\u00fe\u00fd\r\n"), Claim.MISSING),
-        Arguments.of("claimed, then invalid UTF-8", headers("Error-Claim: claimed\u00c3\u0028\r\n"),
+        Arguments.of(
+            "invalid UTF-8", headers("Error-Claim: \u00ff\u00fe\u00fd\r\n"), Claim.MISSING),
+        Arguments.of(
+            "claimed, then invalid UTF-8",
+            headers("Error-Claim: claimed\u00c3(\r\n"),
             Claim.MISSING),
-        Arguments.of("claimed with a NUL", headers("Error-Claim: claimed\u0000\r\n"), Claim.MISSING),
-        Arguments.of("a 1 MiB claim", headers("Error-Claim: " + "claimed".repeat(MIB / 7) + "\r\n"),
+        Arguments.of(
+            "claimed with a NUL", headers("Error-Claim: claimed\u0000\r\n"), Claim.MISSING),
+        Arguments.of(
+            "a 1 MiB claim",
+            headers("Error-Claim: " + "claimed".repeat(MIB / 7) + "\r\n"),
             Claim.MISSING),
-        Arguments.of("1000 repeated claims", headers(repeat("Error-Claim", "claimed", 1000)),
+        Arguments.of(
+            "1000 repeated claims", headers(repeat("Error-Claim", "claimed", 1000)), Claim.MISSING),
+        Arguments.of(
+            "claimed and unclaimed",
+            headers("Error-Claim: claimed\r\nerror-claim: unclaimed\r\n"),
             Claim.MISSING),
-        Arguments.of("claimed and unclaimed",
-            headers("Error-Claim: claimed\r\nerror-claim: unclaimed\r\n"), Claim.MISSING),
         Arguments.of("a comma list", headers("Error-Claim: claimed, unclaimed\r\n"), Claim.MISSING),
         Arguments.of("an empty claim", headers("Error-Claim:\r\n"), Claim.MISSING),
         Arguments.of("an odd letter case", headers("eRRoR-cLaIm: CLAIMED\r\n"), Claim.CLAIMED),
-        Arguments.of("10,000 junk headers",
-            headers(repeat("X-Junk", "j", 10000) + "Error-Claim: claimed\r\n"), Claim.CLAIMED),
-        Arguments.of("a body that never ends", (RawServer.Responder) (out, stop) -> {
-          write(out, STATUS_500 + "Error-Claim: claimed\r\nContent-Length: 100000\r\n\r\nxxxxxxxxxx");
-          out.flush();
-          stop.await(20, TimeUnit.SECONDS);
-        }, Claim.CLAIMED),
-        Arguments.of("a body that trickles", (RawServer.Responder) (out, stop) -> {
-          write(out, STATUS_500 + "Error-Claim: claimed\r\nTransfer-Encoding: chunked\r\n\r\n");
-          for (int i = 0; i < 200 && !stop.await(100, TimeUnit.MILLISECONDS); i++) {
-            write(out, "1\r\nx\r\n");
-            out.flush();
-          }
-        }, Claim.CLAIMED),
-        Arguments.of("a 64 MiB body", (RawServer.Responder) (out, stop) -> {
-          write(out, STATUS_500 + "Error-Claim: claimed\r\nContent-Length: 67108864\r\n\r\n");
-          byte[] chunk = new byte[64 << 10];
-          for (int i = 0; i < 1024; i++) {
-            out.write(chunk);
-          }
-        }, Claim.CLAIMED),
-        Arguments.of("a broken chunked body", (RawServer.Responder) (out, stop) -> write(out,
-            STATUS_500 + "Error-Claim: claimed\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nnot a chunk\r\n"),
+        Arguments.of(
+            "10,000 junk headers",
+            headers(repeat("X-Junk", "j", 10000) + "Error-Claim: claimed\r\n"),
             Claim.CLAIMED),
-        Arguments.of("a claim on a 200", (RawServer.Responder) (out, stop) -> write(out,
-            "HTTP/1.1 200 OK\r\nConnection: close\r\nError-Claim: unclaimed\r\nContent-Length: 2\r\n\r\nok"),
+        Arguments.of(
+            "a body that never ends",
+            (RawServer.Responder)
+                (out, stop) -> {
+                  write(
+                      out,
+                      STATUS_500
+                          + "Error-Claim: claimed\r\nContent-Length: 100000\r\n\r\nxxxxxxxxxx");
+                  out.flush();
+                  stop.await(20, TimeUnit.SECONDS);
+                },
+            Claim.CLAIMED),
+        Arguments.of(
+            "a body that trickles",
+            (RawServer.Responder)
+                (out, stop) -> {
+                  write(
+                      out,
+                      STATUS_500 + "Error-Claim: claimed\r\nTransfer-Encoding: chunked\r\n\r\n");
+                  for (int i = 0; i < 200 && !stop.await(100, TimeUnit.MILLISECONDS); i++) {
+                    write(out, "1\r\nx\r\n");
+                    out.flush();
+                  }
+                },
+            Claim.CLAIMED),
+        Arguments.of(
+            "a 64 MiB body",
+            (RawServer.Responder)
+                (out, stop) -> {
+                  write(
+                      out, STATUS_500 + "Error-Claim: claimed\r\nContent-Length: 67108864\r\n\r\n");
+                  byte[] chunk = new byte[64 << 10];
+                  for (int i = 0; i < 1024; i++) {
+                    out.write(chunk);
+                  }
+                },
+            Claim.CLAIMED),
+        Arguments.of(
+            "a broken chunked body",
+            (RawServer.Responder)
+                (out, stop) ->
+                    write(
+                        out,
+                        STATUS_500
+                            + "Error-Claim: claimed\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nnot a chunk\r\n"),
+            Claim.CLAIMED),
+        Arguments.of(
+            "a claim on a 200",
+            (RawServer.Responder)
+                (out, stop) ->
+                    write(
+                        out,
+                        "HTTP/1.1 200 OK\r\nConnection: close\r\nError-Claim: unclaimed\r\nContent-Length: 2\r\n\r\nok"),
             Claim.MISSING));
   }
 
   /** What one call got: a status, or an error. */
   private static String plain(URI uri) {
     try {
-      HttpResponse<InputStream> res = HttpClient.newHttpClient().send(
-          HttpRequest.newBuilder(uri).timeout(Duration.ofSeconds(10)).build(),
-          HttpResponse.BodyHandlers.ofInputStream());
+      HttpResponse<InputStream> res =
+          HttpClient.newHttpClient()
+              .send(
+                  HttpRequest.newBuilder(uri).timeout(Duration.ofSeconds(10)).build(),
+                  HttpResponse.BodyHandlers.ofInputStream());
       res.body().close();
       return "status " + res.statusCode();
     } catch (IOException | InterruptedException e) {
@@ -131,14 +173,17 @@ class HostileCalleeTest {
     try (RawServer server = new RawServer(responder)) {
       URI uri = URI.create(server.url("/x"));
       String plain = plain(uri);
-      HttpClient client = ErrorOwnershipHttpClient.builder(HttpClient.newHttpClient())
-          .setBackoff(Duration.ofMillis(1), Duration.ofMillis(1)).build();
+      HttpClient client =
+          ErrorOwnershipHttpClient.builder(HttpClient.newHttpClient())
+              .setBackoff(Duration.ofMillis(1), Duration.ofMillis(1))
+              .build();
       Ledger ledger = Ledger.create();
       String got;
       try (Scope ignored = io.opentelemetry.context.Context.current().with(ledger).makeCurrent()) {
-        HttpResponse<InputStream> res = client.send(
-            HttpRequest.newBuilder(uri).timeout(Duration.ofSeconds(10)).build(),
-            HttpResponse.BodyHandlers.ofInputStream());
+        HttpResponse<InputStream> res =
+            client.send(
+                HttpRequest.newBuilder(uri).timeout(Duration.ofSeconds(10)).build(),
+                HttpResponse.BodyHandlers.ofInputStream());
         res.body().close();
         got = "status " + res.statusCode();
       } catch (IOException e) {
@@ -165,17 +210,24 @@ class HostileCalleeTest {
     try (RawServer server = new RawServer(responder)) {
       OkHttpClient bare = new OkHttpClient.Builder().readTimeout(Duration.ofSeconds(10)).build();
       String plain;
-      try (Response r = bare.newCall(new Request.Builder().url(server.url("/x")).build()).execute()) {
+      try (Response r =
+          bare.newCall(new Request.Builder().url(server.url("/x")).build()).execute()) {
         plain = "status " + r.code();
       } catch (IOException e) {
         plain = "error";
       }
-      OkHttpClient client = bare.newBuilder().addInterceptor(ErrorOwnershipInterceptor.builder()
-          .setBackoff(Duration.ofMillis(1), Duration.ofMillis(1)).build()).build();
+      OkHttpClient client =
+          bare.newBuilder()
+              .addInterceptor(
+                  ErrorOwnershipInterceptor.builder()
+                      .setBackoff(Duration.ofMillis(1), Duration.ofMillis(1))
+                      .build())
+              .build();
       Ledger ledger = Ledger.create();
       String got;
       try (Scope ignored = io.opentelemetry.context.Context.current().with(ledger).makeCurrent();
-          Response r = client.newCall(new Request.Builder().url(server.url("/x")).build()).execute()) {
+          Response r =
+              client.newCall(new Request.Builder().url(server.url("/x")).build()).execute()) {
         got = "status " + r.code();
       } catch (IOException e) {
         got = "error";

@@ -36,8 +36,6 @@ import org.junit.jupiter.params.provider.MethodSource;
  * read is clean, and a relaying server's own error-claim is one clean value.
  */
 class HostileGrpcCalleeTest {
-  private static final long NO_ANSWER = -1;
-
   private static GrpcTesting.Handler fails(Status.Code code, String... claims) {
     return (req, headers, out) -> {
       Metadata t = new Metadata();
@@ -60,30 +58,45 @@ class HostileGrpcCalleeTest {
     }
     return Stream.of(
         Arguments.of("claims everything", fails(Status.Code.UNAVAILABLE, "claimed"), Claim.CLAIMED),
-        Arguments.of("unclaims everything", fails(Status.Code.INTERNAL, "unclaimed"), Claim.UNCLAIMED),
+        Arguments.of(
+            "unclaims everything", fails(Status.Code.INTERNAL, "unclaimed"), Claim.UNCLAIMED),
         Arguments.of("an invalid value", fails(Status.Code.INTERNAL, "yes-please"), Claim.MISSING),
         Arguments.of("capitals", fails(Status.Code.INTERNAL, "CLAIMED"), Claim.CLAIMED),
-        Arguments.of("claimed and unclaimed", fails(Status.Code.INTERNAL, "claimed", "unclaimed"),
+        Arguments.of(
+            "claimed and unclaimed",
+            fails(Status.Code.INTERNAL, "claimed", "unclaimed"),
             Claim.MISSING),
-        Arguments.of("1000 repeated claims",
-            fails(Status.Code.INTERNAL, thousand.toArray(new String[0])), Claim.MISSING),
-        Arguments.of("a 4 KiB claim", fails(Status.Code.INTERNAL, "claimed".repeat(600)),
+        Arguments.of(
+            "1000 repeated claims",
+            fails(Status.Code.INTERNAL, thousand.toArray(new String[0])),
             Claim.MISSING),
-        Arguments.of("a comma list", fails(Status.Code.INTERNAL, "claimed,unclaimed"), Claim.MISSING),
+        Arguments.of(
+            "a 4 KiB claim", fails(Status.Code.INTERNAL, "claimed".repeat(600)), Claim.MISSING),
+        Arguments.of(
+            "a comma list", fails(Status.Code.INTERNAL, "claimed,unclaimed"), Claim.MISSING),
         Arguments.of("a claim on OK", fails(Status.Code.OK, "unclaimed"), Claim.MISSING),
-        Arguments.of("a claim on a caller fault", fails(Status.Code.INVALID_ARGUMENT, "claimed"),
+        Arguments.of(
+            "a claim on a caller fault",
+            fails(Status.Code.INVALID_ARGUMENT, "claimed"),
             Claim.MISSING),
-        Arguments.of("no answer until the deadline", (GrpcTesting.Handler) (req, headers, out) -> {
-          Thread.sleep(2000);
-          out.onNext("late");
-          out.onCompleted();
-        }, Claim.MISSING));
+        Arguments.of(
+            "no answer until the deadline",
+            (GrpcTesting.Handler)
+                (req, headers, out) -> {
+                  Thread.sleep(2000);
+                  out.onNext("late");
+                  out.onCompleted();
+                },
+            Claim.MISSING));
   }
 
   private static Status.Code call(ManagedChannel ch, long deadlineMs, Metadata[] trailers) {
     try {
-      ClientCalls.blockingUnaryCall(ch, GrpcTesting.SAY,
-          CallOptions.DEFAULT.withDeadlineAfter(deadlineMs, TimeUnit.MILLISECONDS), "hi");
+      ClientCalls.blockingUnaryCall(
+          ch,
+          GrpcTesting.SAY,
+          CallOptions.DEFAULT.withDeadlineAfter(deadlineMs, TimeUnit.MILLISECONDS),
+          "hi");
       return Status.Code.OK;
     } catch (StatusRuntimeException e) {
       if (trailers != null) {
@@ -100,8 +113,12 @@ class HostileGrpcCalleeTest {
     long deadline = name.startsWith("no answer") ? 300 : 5000;
     Server server = GrpcTesting.serve(handler);
     ManagedChannel bare = GrpcTesting.channel(server);
-    ManagedChannel hooked = GrpcTesting.channel(server, ErrorOwnershipClientInterceptor.builder()
-        .setBackoff(Duration.ofMillis(1), Duration.ofMillis(1)).build());
+    ManagedChannel hooked =
+        GrpcTesting.channel(
+            server,
+            ErrorOwnershipClientInterceptor.builder()
+                .setBackoff(Duration.ofMillis(1), Duration.ofMillis(1))
+                .build());
     try {
       Status.Code plain = call(bare, deadline, null);
       Ledger ledger = Ledger.create();
@@ -129,19 +146,26 @@ class HostileGrpcCalleeTest {
       return; // covered above; a relay adds nothing to a callee that never answers
     }
     Server callee = GrpcTesting.serve(handler);
-    ManagedChannel toCallee = GrpcTesting.channel(callee, ErrorOwnershipClientInterceptor.builder()
-        .setBackoff(Duration.ofMillis(1), Duration.ofMillis(1)).build());
+    ManagedChannel toCallee =
+        GrpcTesting.channel(
+            callee,
+            ErrorOwnershipClientInterceptor.builder()
+                .setBackoff(Duration.ofMillis(1), Duration.ofMillis(1))
+                .build());
     // The relay passes its callee's status and trailers on as they are, garbage included.
-    Server relay = GrpcTesting.serve((req, headers, out) -> {
-      Metadata[] t = new Metadata[1];
-      Status.Code code = call(toCallee, 5000, t);
-      if (code == Status.Code.OK) {
-        out.onNext("ok");
-        out.onCompleted();
-        return;
-      }
-      out.onError(Status.fromCode(code).asRuntimeException(t[0]));
-    }, ErrorOwnershipServerInterceptor.create());
+    Server relay =
+        GrpcTesting.serve(
+            (req, headers, out) -> {
+              Metadata[] t = new Metadata[1];
+              Status.Code code = call(toCallee, 5000, t);
+              if (code == Status.Code.OK) {
+                out.onNext("ok");
+                out.onCompleted();
+                return;
+              }
+              out.onError(Status.fromCode(code).asRuntimeException(t[0]));
+            },
+            ErrorOwnershipServerInterceptor.create());
     ManagedChannel caller = GrpcTesting.channel(relay);
     try {
       Metadata[] t = new Metadata[1];

@@ -26,16 +26,20 @@ public final class GrpcServerSpan implements ServerInterceptor {
   @Override
   public <ReqT, RespT> ServerCall.Listener<ReqT> interceptCall(
       ServerCall<ReqT, RespT> call, Metadata headers, ServerCallHandler<ReqT, RespT> next) {
-    Span span = otel.getTracer("test").spanBuilder(call.getMethodDescriptor().getFullMethodName())
-        .setSpanKind(SpanKind.SERVER).startSpan();
+    Span span =
+        otel.getTracer("test")
+            .spanBuilder(call.getMethodDescriptor().getFullMethodName())
+            .setSpanKind(SpanKind.SERVER)
+            .startSpan();
     Context ctx = Context.current().with(span);
-    ServerCall<ReqT, RespT> ending = new ForwardingServerCall.SimpleForwardingServerCall<>(call) {
-      @Override
-      public void close(Status status, Metadata trailers) {
-        span.end();
-        super.close(status, trailers);
-      }
-    };
+    ServerCall<ReqT, RespT> ending =
+        new ForwardingServerCall.SimpleForwardingServerCall<>(call) {
+          @Override
+          public void close(Status status, Metadata trailers) {
+            span.end();
+            super.close(status, trailers);
+          }
+        };
     ServerCall.Listener<ReqT> l;
     try (Scope ignored = ctx.makeCurrent()) {
       l = next.startCall(ending, headers);

@@ -20,6 +20,7 @@ import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -66,28 +67,36 @@ public final class GrpcTesting {
   }
 
   /** A server on 127.0.0.1 serving SAY with handler, inside interceptors (last outermost). */
-  public static Server serve(Handler handler, ServerInterceptor... interceptors) throws IOException {
+  public static Server serve(Handler handler, ServerInterceptor... interceptors)
+      throws IOException {
     HeaderCapture capture = new HeaderCapture();
-    ServerServiceDefinition def = ServerServiceDefinition.builder("test.Echo")
-        .addMethod(SAY, ServerCalls.asyncUnaryCall((req, out) -> {
-          try {
-            handler.handle(req, HeaderCapture.CURRENT.get(), out);
-          } catch (Exception e) {
-            out.onError(Status.INTERNAL.withDescription(e.toString()).asRuntimeException());
-          }
-        }))
-        .build();
+    ServerServiceDefinition def =
+        ServerServiceDefinition.builder("test.Echo")
+            .addMethod(
+                SAY,
+                ServerCalls.asyncUnaryCall(
+                    (req, out) -> {
+                      try {
+                        handler.handle(req, HeaderCapture.CURRENT.get(), out);
+                      } catch (Exception e) {
+                        out.onError(
+                            Status.INTERNAL.withDescription(e.toString()).asRuntimeException());
+                      }
+                    }))
+            .build();
     List<ServerInterceptor> all = new ArrayList<>(List.of(interceptors));
     all.add(0, capture);
-    return NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0))
+    return NettyServerBuilder.forAddress(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0))
         .addService(ServerInterceptors.intercept(def, all))
         .build()
         .start();
   }
 
   public static ManagedChannel channel(Server server, ClientInterceptor... interceptors) {
-    return NettyChannelBuilder.forAddress("127.0.0.1", server.getPort()).usePlaintext()
-        .intercept(interceptors).build();
+    return NettyChannelBuilder.forAddress("127.0.0.1", server.getPort())
+        .usePlaintext()
+        .intercept(interceptors)
+        .build();
   }
 
   public static void shutdown(Server s, ManagedChannel... channels) throws InterruptedException {
@@ -142,7 +151,8 @@ public final class GrpcTesting {
 
     @Override
     public <ReqT, RespT> io.grpc.ServerCall.Listener<ReqT> interceptCall(
-        io.grpc.ServerCall<ReqT, RespT> call, Metadata headers,
+        io.grpc.ServerCall<ReqT, RespT> call,
+        Metadata headers,
         io.grpc.ServerCallHandler<ReqT, RespT> next) {
       io.grpc.ServerCall.Listener<ReqT> l = next.startCall(call, headers);
       return new io.grpc.ForwardingServerCallListener.SimpleForwardingServerCallListener<ReqT>(l) {
@@ -160,5 +170,4 @@ public final class GrpcTesting {
   }
 
   static final class ThreadLocalHeaders extends ThreadLocal<Metadata> {}
-
 }

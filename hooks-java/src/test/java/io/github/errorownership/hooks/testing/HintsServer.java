@@ -35,11 +35,13 @@ public final class HintsServer implements AutoCloseable {
     HttpServer s = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
     HintsServer h = new HintsServer(s);
     s.createContext("/", h::handle);
-    s.setExecutor(Executors.newCachedThreadPool(r -> {
-      Thread t = new Thread(r, "hints-server");
-      t.setDaemon(true);
-      return t;
-    }));
+    s.setExecutor(
+        Executors.newCachedThreadPool(
+            r -> {
+              Thread t = new Thread(r, "hints-server");
+              t.setDaemon(true);
+              return t;
+            }));
     s.start();
     return h;
   }

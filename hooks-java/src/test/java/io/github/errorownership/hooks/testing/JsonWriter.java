@@ -19,13 +19,14 @@ public final class JsonWriter {
   private static void write(StringBuilder b, Object v) {
     if (v == null) {
       b.append("null");
-    } else if (v instanceof Json.Num) {
-      b.append(((Json.Num) v).text);
+    } else if (v instanceof Json.Num num) {
+      b.append(num.text);
     } else if (v instanceof Boolean) {
       b.append(v);
-    } else if (v instanceof String) {
+    } else if (v instanceof String s) {
       b.append('"');
-      for (char c : ((String) v).toCharArray()) {
+      for (int i = 0; i < s.length(); i++) {
+        char c = s.charAt(i);
         if (c == '"' || c == '\\') {
           b.append('\\').append(c);
         } else if (c < 0x20) {

@@ -24,18 +24,21 @@ public final class RawServer implements AutoCloseable {
 
   public RawServer(Responder responder) throws IOException {
     socket = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
-    acceptor = new Thread(() -> {
-      while (!socket.isClosed()) {
-        try {
-          Socket s = socket.accept();
-          Thread t = new Thread(() -> serve(s, responder), "raw-conn");
-          t.setDaemon(true);
-          t.start();
-        } catch (IOException e) {
-          return;
-        }
-      }
-    }, "raw-accept");
+    acceptor =
+        new Thread(
+            () -> {
+              while (!socket.isClosed()) {
+                try {
+                  Socket s = socket.accept();
+                  Thread t = new Thread(() -> serve(s, responder), "raw-conn");
+                  t.setDaemon(true);
+                  t.start();
+                } catch (IOException e) {
+                  return;
+                }
+              }
+            },
+            "raw-accept");
     acceptor.setDaemon(true);
     acceptor.start();
   }
@@ -49,8 +52,10 @@ public final class RawServer implements AutoCloseable {
         if (b < 0) {
           return;
         }
-        state = (b == '\r' && (state == 0 || state == 2)) || (b == '\n' && (state == 1 || state == 3))
-            ? state + 1 : (b == '\r' ? 1 : 0);
+        state =
+            (b == '\r' && (state == 0 || state == 2)) || (b == '\n' && (state == 1 || state == 3))
+                ? state + 1
+                : (b == '\r' ? 1 : 0);
       }
       OutputStream out = new BufferedOutputStream(s.getOutputStream(), 1 << 16);
       responder.respond(out, stop);

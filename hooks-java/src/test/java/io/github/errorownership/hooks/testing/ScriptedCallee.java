@@ -28,11 +28,14 @@ public final class ScriptedCallee implements AutoCloseable {
     this.responses = responses;
     server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
     server.createContext("/", this::handle);
-    server.setExecutor(Executors.newFixedThreadPool(2, r -> {
-      Thread t = new Thread(r, "callee");
-      t.setDaemon(true);
-      return t;
-    }));
+    server.setExecutor(
+        Executors.newFixedThreadPool(
+            2,
+            r -> {
+              Thread t = new Thread(r, "callee");
+              t.setDaemon(true);
+              return t;
+            }));
     server.start();
   }
 

@@ -25,8 +25,11 @@ public final class ServerSpanFilter implements Filter {
   @Override
   public void doFilter(ServletRequest req, ServletResponse res, FilterChain chain)
       throws IOException, ServletException {
-    Span span = otel.getTracer("test").spanBuilder(((HttpServletRequest) req).getMethod())
-        .setSpanKind(SpanKind.SERVER).startSpan();
+    Span span =
+        otel.getTracer("test")
+            .spanBuilder(((HttpServletRequest) req).getMethod())
+            .setSpanKind(SpanKind.SERVER)
+            .startSpan();
     try (Scope ignored = span.makeCurrent()) {
       chain.doFilter(req, res);
     } finally {

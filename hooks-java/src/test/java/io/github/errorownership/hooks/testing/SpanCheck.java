@@ -15,9 +15,14 @@ import java.util.Map;
 
 /** Compares the hooks' attributes on spans with a vector's want. */
 public final class SpanCheck {
-  public static final List<String> CLIENT_KEYS = List.of("error_ownership.retry.attempt",
-      "http.request.resend_count", "error_ownership.claim.received", "error_ownership.retry.decision");
-  public static final List<String> SERVER_KEYS = List.of("error_ownership.claim.sent", "error_ownership.claim.reason");
+  public static final List<String> CLIENT_KEYS =
+      List.of(
+          "error_ownership.retry.attempt",
+          "http.request.resend_count",
+          "error_ownership.claim.received",
+          "error_ownership.retry.decision");
+  public static final List<String> SERVER_KEYS =
+      List.of("error_ownership.claim.sent", "error_ownership.claim.reason");
 
   private SpanCheck() {}
 
@@ -33,11 +38,15 @@ public final class SpanCheck {
   }
 
   /** Every key of keys: the span has it with want's value if want has it, and lacks it if not. */
-  public static void check(String what, SpanData span, Map<String, Object> want, List<String> keys) {
+  public static void check(
+      String what, SpanData span, Map<String, Object> want, List<String> keys) {
     for (String k : keys) {
-      Object got = span.getAttributes().asMap().entrySet().stream()
-          .filter(e -> e.getKey().getKey().equals(k)).map(Map.Entry::getValue).findFirst()
-          .orElse(null);
+      Object got =
+          span.getAttributes().asMap().entrySet().stream()
+              .filter(e -> e.getKey().getKey().equals(k))
+              .map(Map.Entry::getValue)
+              .findFirst()
+              .orElse(null);
       Object w = Vectors.plain(want.get(k));
       assertEquals(w, got, what + ": " + k);
     }
