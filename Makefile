@@ -19,7 +19,7 @@ RACE_PKGS := ./dependencyanalysis/... ./processor/... ./connector/... ./extensio
 BENCHTIME ?= 1s
 DB_DIR   ?= .db
 
-.PHONY: all build test test-hooks hooks-deps check-modules release-tags lint bench bench-peers bench-hints fuzz soak demo scale-demo scenarios otelcol run clean db db-stop dashboards plugin
+.PHONY: all build test generate test-hooks hooks-deps check-modules release-tags lint bench bench-peers bench-hints fuzz soak demo scale-demo scenarios otelcol run clean db db-stop dashboards plugin
 
 all: lint build test
 
@@ -88,6 +88,9 @@ release-tags:
 	git tag $(VERSION)
 	@for m in ownership hooks cmd/errorownership dashboards; do echo "git tag $$m/$(VERSION)"; git tag $$m/$(VERSION) || exit 1; done
 
+## generate: every generated source: the wire vocabulary in four languages (generate-vocabulary) and the collector components' mdatagen files (generate-metadata); make lint fails when one is not what its generator writes
+generate: generate-vocabulary generate-metadata
+
 ## generate-vocabulary: write conformance/vocabulary.yaml, the wire names' one statement, into the Go, Java, TypeScript and Python sources generated from it (conformance/README.md)
 generate-vocabulary:
 	$(GO) run ./internal/cmd/genvocab
@@ -96,9 +99,10 @@ generate-vocabulary:
 check-modules:
 	bash .ci/check-modules
 
-## lint: go vet and golangci-lint (.golangci.yml: its linters, and the gci and gofmt formatters) over every module, gofmt over every file
-lint: $(GOLANGCI_LINT)
+## lint: every language: Go (go vet, golangci-lint with .golangci.yml and its gci and gofmt formatters, gofmt over every file), Java (lint-java), TypeScript (lint-node), Python (lint-python); the SPDX line of every source file; generated files as their generators write them
+lint: $(GOLANGCI_LINT) lint-java lint-node lint-python
 	bash .ci/check-spdx
+	bash .ci/check-generated generate-vocabulary generate-metadata
 	@for m in $(MODULES); do echo "go vet ($$m)"; (cd $$m && $(GO) vet ./...) || exit 1; done
 	@for m in $(MODULES); do echo "golangci-lint ($$m)"; (cd $$m && $(GOLANGCI_LINT) run ./...) || exit 1; done
 	@# gofmt too over every file, for those golangci-lint's build leaves out (race, other systems).
@@ -180,7 +184,7 @@ METADATA_YAML := processor/errorownershipprocessor/metadata.yaml \
 	extension/errorownershiphintsextension/metadata.yaml
 
 .PHONY: generate-metadata
-## generate-metadata: the collector components' generated files from each metadata.yaml by mdatagen: internal/metadata*, generated_*_test.go, documentation.md, the README status blocks (.ci/check-generated-metadata checks they are current)
+## generate-metadata: the collector components' generated files from each metadata.yaml by mdatagen: internal/metadata*, generated_*_test.go, documentation.md, the README status blocks (make lint checks they are current)
 generate-metadata:
 	GOWORK=off $(GO) -C internal/tools build -o $(CURDIR)/$(MDATAGEN) go.opentelemetry.io/collector/cmd/mdatagen
 	@for y in $(METADATA_YAML); do echo "mdatagen $$y"; $(MDATAGEN) $$y || exit 1; done
