@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
@@ -231,25 +232,26 @@ func completedGoSum(root string, m *mod, mods map[string]*mod, version string) (
 	if len(deps) == 0 {
 		return nil, nil
 	}
-	var lines []string
+	// A go.sum line: module path, version (with /go.mod for the go.mod's
+	// hash), hash.
+	sums := map[module.Version]string{}
 	for _, l := range strings.Split(string(old), "\n") {
 		if f := strings.Fields(l); len(f) == 3 && mods[f[0]] == nil {
-			lines = append(lines, l)
+			sums[module.Version{Path: f[0], Version: f[1]}] = f[2]
 		}
 	}
 	for d := range deps {
-		lines = append(lines,
-			fmt.Sprintf("%s %s %s", d, version, mods[d].zipHash),
-			fmt.Sprintf("%s %s/go.mod %s", d, version, mods[d].modHash))
+		sums[module.Version{Path: d, Version: version}] = mods[d].zipHash
+		sums[module.Version{Path: d, Version: version + "/go.mod"}] = mods[d].modHash
 	}
-	// The go command's order: by module path, then version.
-	slices.SortFunc(lines, func(a, b string) int {
-		fa, fb := strings.Fields(a), strings.Fields(b)
-		if c := strings.Compare(fa[0], fb[0]); c != 0 {
-			return c
-		}
-		return strings.Compare(fa[1], fb[1])
-	})
+	// In the go command's order: by module path, then semantic version,
+	// the /go.mod line after the module's.
+	keys := slices.Collect(maps.Keys(sums))
+	module.Sort(keys)
+	lines := make([]string, 0, len(keys))
+	for _, k := range keys {
+		lines = append(lines, k.Path+" "+k.Version+" "+sums[k])
+	}
 	return []byte(strings.Join(lines, "\n") + "\n"), nil
 }
 
