@@ -60,7 +60,7 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(*root, *out, *version, *gosum); err != nil {
+	if err := run(os.Stdout, *root, *out, *version, *gosum); err != nil {
 		fmt.Fprintln(os.Stderr, "modproxy:", err)
 		os.Exit(1)
 	}
@@ -77,7 +77,9 @@ type mod struct {
 	zipHash, modHash string
 }
 
-func run(root, out, version string, writeGoSum bool) error {
+// run writes the proxy into out, or the go.sum files when writeGoSum, and
+// says on w what it wrote.
+func run(w io.Writer, root, out, version string, writeGoSum bool) error {
 	if module.CanonicalVersion(version) != version {
 		return fmt.Errorf("version %q is not a canonical semantic version", version)
 	}
@@ -117,13 +119,13 @@ func run(root, out, version string, writeGoSum bool) error {
 			if err := os.WriteFile(filepath.Join(root, m.dir, "go.sum"), sum, 0o644); err != nil { //nolint:gosec // G306: a go.sum, as readable as the go command writes it
 				return err
 			}
-			fmt.Printf("%s/go.sum: %s's siblings' hashes added\n", m.dir, m.path)
+			fmt.Fprintf(w, "%s/go.sum: %s's siblings' hashes added\n", m.dir, m.path)
 			continue
 		}
 		if err := publish(out, m, version, tm, zipPath); err != nil {
 			return err
 		}
-		fmt.Printf("%s %s\n", m.path, version)
+		fmt.Fprintf(w, "%s %s\n", m.path, version)
 	}
 	return nil
 }
@@ -146,7 +148,7 @@ func readModules(root, version string) (map[string]*mod, error) {
 		if err != nil {
 			return nil, err
 		}
-		f, err := modfile.ParseLax(dir+"/go.mod", gomod, nil)
+		f, err := modfile.Parse(dir+"/go.mod", gomod, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -157,7 +159,7 @@ func readModules(root, version string) (map[string]*mod, error) {
 	}
 	var wrong []string
 	for _, m := range mods {
-		f, _ := modfile.ParseLax(m.dir+"/go.mod", m.gomod, nil)
+		f, _ := modfile.Parse(m.dir+"/go.mod", m.gomod, nil)
 		for _, r := range f.Require {
 			if mods[r.Mod.Path] == nil {
 				continue
