@@ -15,7 +15,7 @@ import (
 // the open file, so two reservations of one process exclude each other as
 // two processes' do, and the kernel drops the lock of a process that dies.
 func lock(f *os.File) error {
-	err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) //nolint:gosec // G115: a file descriptor fits an int
+	err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	if errors.Is(err, syscall.EWOULDBLOCK) {
 		return errHeld
 	}

@@ -69,7 +69,7 @@ func Reserve() (*Port, error) {
 	}
 	low := ephemeralLow()
 	for range 500 {
-		port := 0
+		var port int
 		if low > minPort {
 			port = minPort + rand.IntN(low-minPort) //nolint:gosec // G404: a port to try, not a secret
 		} else if port, err = kernelPort(); err != nil {
@@ -109,7 +109,7 @@ func lockDir() (string, error) {
 	dir := filepath.Join(os.TempDir(), "errorownership-ports")
 	if err := os.Mkdir(dir, 0o777); err == nil { //nolint:gosec // G301: shared by every user's tests, as /tmp is
 		// The umask narrowed the mode; sticky, as /tmp is.
-		_ = os.Chmod(dir, 0o777|os.ModeSticky) //nolint:gosec // G302: as above
+		_ = os.Chmod(dir, 0o777|os.ModeSticky)
 	} else if !errors.Is(err, os.ErrExist) {
 		return "", fmt.Errorf("portlock: %w", err)
 	}

@@ -116,7 +116,7 @@ func run(w io.Writer, root, out, version string, writeGoSum bool) error {
 			if sum == nil {
 				continue
 			}
-			if err := os.WriteFile(filepath.Join(root, m.dir, "go.sum"), sum, 0o644); err != nil { //nolint:gosec // G306: a go.sum, as readable as the go command writes it
+			if err := os.WriteFile(filepath.Join(root, m.dir, "go.sum"), sum, 0o644); err != nil {
 				return err
 			}
 			fmt.Fprintf(w, "%s/go.sum: %s's siblings' hashes added\n", m.dir, m.path)
@@ -133,7 +133,7 @@ func run(w io.Writer, root, out, version string, writeGoSum bool) error {
 // readModules reads go.work's modules and checks that they require each
 // other at version.
 func readModules(root, version string) (map[string]*mod, error) {
-	data, err := os.ReadFile(filepath.Join(root, "go.work"))
+	data, err := os.ReadFile(filepath.Join(root, "go.work")) //nolint:gosec // G304: the repository's own go.work
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +144,7 @@ func readModules(root, version string) (map[string]*mod, error) {
 	mods := map[string]*mod{}
 	for _, u := range work.Use {
 		dir := path.Clean(u.Path)
-		gomod, err := os.ReadFile(filepath.Join(root, dir, "go.mod"))
+		gomod, err := os.ReadFile(filepath.Join(root, dir, "go.mod")) //nolint:gosec // G304: a go.mod of a module go.work uses
 		if err != nil {
 			return nil, err
 		}
@@ -227,7 +227,7 @@ func completedGoSum(root string, m *mod, mods map[string]*mod, version string) (
 		}
 	}
 	walk(m.path)
-	old, err := os.ReadFile(filepath.Join(root, m.dir, "go.sum"))
+	old, err := os.ReadFile(filepath.Join(root, m.dir, "go.sum")) //nolint:gosec // G304: the go.sum of a module go.work uses
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
@@ -268,7 +268,7 @@ func writeZip(root string, m *mod, version string, sum []byte, zipPath string) e
 		files = slices.DeleteFunc(files, func(f modzip.File) bool { return f.Path() == "go.sum" })
 		files = append(files, dataFile{name: "go.sum", data: sum})
 	}
-	w, err := os.Create(zipPath)
+	w, err := os.Create(zipPath) //nolint:gosec // G304: a file in this program's own temporary directory
 	if err != nil {
 		return err
 	}
@@ -308,7 +308,7 @@ func moduleFiles(root, dir string) ([]modzip.File, error) {
 		haveLicense = haveLicense || name == "LICENSE"
 	}
 	if !haveLicense && dir != "." {
-		if data, err := os.ReadFile(filepath.Join(root, "LICENSE")); err == nil {
+		if data, err := os.ReadFile(filepath.Join(root, "LICENSE")); err == nil { //nolint:gosec // G304: the repository's LICENSE
 			files = append(files, dataFile{name: "LICENSE", data: data})
 		}
 	}
@@ -333,7 +333,7 @@ func publish(out string, m *mod, version string, tm time.Time, zipPath string) e
 		return err
 	}
 	dir := filepath.Join(out, filepath.FromSlash(esc), "@v")
-	if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // G301: a module proxy others read
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	info, err := json.Marshal(struct {
@@ -357,7 +357,7 @@ func publish(out string, m *mod, version string, tm time.Time, zipPath string) e
 		escVersion + ".zip":  zipData,
 		"list":               list,
 	} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil { //nolint:gosec // G306: a module proxy others read
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			return err
 		}
 	}
