@@ -80,13 +80,25 @@ test-hooks: hooks-deps
 	@# The built wheel, installed into a new venv outside the tree, serving and calling.
 	cd hooks-python && .venv/bin/python scripts/artifact_test.py
 
-## release-tags: tag VERSION (such as v0.1.0) for every published module, after checking that the modules require each other at VERSION (the tags are not pushed)
+## release-tags: tag VERSION (such as v0.1.0) for every published module (docs/modules.md, Releases): on a clean tree whose modules require each other at VERSION, a release commit, off the branch, whose go.sum files carry the hashes of the modules of ours each requires; the tags name it (they are not pushed)
 release-tags:
 	@case "$(VERSION)" in v[0-9]*.[0-9]*.[0-9]*) ;; *) echo "usage: make release-tags VERSION=v0.1.0"; exit 1;; esac
-	@bad=$$(grep -h -E '^\s+github.com/errorownership/errorownership(/[a-z/]+)? v' $$(for m in $(MODULES); do echo $$m/go.mod; done) | grep -vE ' $(VERSION)( // indirect)?$$' || true); \
-	if [ -n "$$bad" ]; then echo "release-tags: these requirements are not at $(VERSION); raise them first:"; echo "$$bad"; exit 1; fi
+	@bad=$$(grep -h -E '^\s+github.com/errorownership/errorownership(/[a-z/]+)? v' go.work $$(for m in $(MODULES); do echo $$m/go.mod; done) | grep -vE ' $(VERSION)( // indirect| => .*)?$$' || true); \
+	if [ -n "$$bad" ]; then echo "release-tags: these requirements (go.mod) and replacements (go.work) are not at $(VERSION); raise them first:"; echo "$$bad"; exit 1; fi
+	@if [ -n "$$(git status --porcelain)" ]; then echo "release-tags: commit or stash your changes first: the release commit is made from HEAD"; git status --short; exit 1; fi
+	git checkout -q --detach
+	$(GO) run ./internal/tools/modproxy -gosum -version $(VERSION)
+	git commit -q -a -m "Release $(VERSION)" -m "Each module's go.sum carries the hashes of the modules of ours it requires at $(VERSION), which go install pkg@$(VERSION) checks them against. The branch leaves them out: they change with every commit."
 	git tag $(VERSION)
 	@for m in ownership hooks cmd/errorownership dashboards; do echo "git tag $$m/$(VERSION)"; git tag $$m/$(VERSION) || exit 1; done
+	git checkout -q -
+	@echo "release-tags: tagged $$(git rev-parse --short $(VERSION)); push them with git push origin $(VERSION) $(foreach m,ownership hooks cmd/errorownership dashboards,$(m)/$(VERSION))"
+
+## modproxy: serve the modules as they are in the work tree at VERSION (default: the one they require each other at) from a file-system module proxy in MODPROXY_DIR, to try `go install …@VERSION` and `go get …/hooks@VERSION` before tagging (docs/modules.md)
+MODPROXY_DIR ?= build/modproxy
+modproxy:
+	$(GO) run ./internal/tools/modproxy -out $(MODPROXY_DIR) -version $${VERSION:-$$(awk '$$1 == "github.com/errorownership/errorownership/hooks" { print $$2; exit }' go.mod)}
+	@echo "modproxy: try it with GOWORK=off GONOSUMDB=github.com/errorownership/errorownership GOPROXY=file://$(abspath $(MODPROXY_DIR)),$$($(GO) env GOPROXY)"
 
 ## generate: every generated source: the wire vocabulary in four languages (generate-vocabulary) and the collector components' mdatagen files (generate-metadata); make lint fails when one is not what its generator writes
 generate: generate-vocabulary generate-metadata

@@ -7,11 +7,6 @@ require (
 	github.com/errorownership/errorownership/ownership v0.1.0
 )
 
-replace (
-	github.com/errorownership/errorownership/hooks => ./hooks
-	github.com/errorownership/errorownership/ownership => ./ownership
-)
-
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/pressly/goose/v3 v3.30.0
@@ -45,6 +40,7 @@ require (
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/mod v0.42.0
 	golang.org/x/sync v0.25.0
 	golang.org/x/sys v0.50.0
 )

@@ -2,12 +2,6 @@ module github.com/errorownership/errorownership/bench
 
 go 1.26.5
 
-replace (
-	github.com/errorownership/errorownership => ../
-	github.com/errorownership/errorownership/hooks => ../hooks
-	github.com/errorownership/errorownership/ownership => ../ownership
-)
-
 require (
 	github.com/errorownership/errorownership v0.1.0
 	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b

@@ -6,9 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"runtime"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +26,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
 
+	"github.com/errorownership/errorownership/internal/portlock"
 	eo "github.com/errorownership/errorownership/processor/errorownershipprocessor"
 )
 
@@ -301,43 +300,47 @@ func startExporter(ctx context.Context, tel *telemetry, endpoint string) (export
 	return exp, exp.Start(ctx, componenttest.NewNopHost())
 }
 
-// startReceiver starts an OTLP/gRPC receiver on a free loopback port.
+// startReceiver starts an OTLP/gRPC receiver on a loopback port reserved
+// (internal/portlock) until the receiver shuts down: the receiver binds
+// the endpoint its configuration names and never says which port it got.
 func startReceiver(ctx context.Context, tel *telemetry, next consumer.Traces) (string, component.Component, error) {
-	var lastErr error
-	for range 5 {
-		addr, err := freePort()
-		if err != nil {
-			return "", nil, err
-		}
-		f := otlpreceiver.NewFactory()
-		cfg := f.CreateDefaultConfig()
-		if err := confmap.NewFromStringMap(map[string]any{
-			"protocols": map[string]any{"grpc": map[string]any{"endpoint": addr}},
-		}).Unmarshal(cfg); err != nil {
-			return "", nil, err
-		}
-		set := receivertest.NewNopSettings(f.Type())
-		set.TelemetrySettings = tel.settings()
-		r, err := f.CreateTraces(ctx, set, cfg, next)
-		if err != nil {
-			return "", nil, err
-		}
-		// Another process may have taken the port meanwhile: try another.
-		if lastErr = r.Start(ctx, componenttest.NewNopHost()); lastErr == nil {
-			return addr, r, nil
-		}
-		_ = r.Shutdown(ctx)
+	port, err := portlock.Reserve()
+	if err != nil {
+		return "", nil, err
 	}
-	return "", nil, lastErr
+	f := otlpreceiver.NewFactory()
+	cfg := f.CreateDefaultConfig()
+	if err := confmap.NewFromStringMap(map[string]any{
+		"protocols": map[string]any{"grpc": map[string]any{"endpoint": port.Addr()}},
+	}).Unmarshal(cfg); err != nil {
+		port.Release()
+		return "", nil, err
+	}
+	set := receivertest.NewNopSettings(f.Type())
+	set.TelemetrySettings = tel.settings()
+	r, err := f.CreateTraces(ctx, set, cfg, next)
+	if err != nil {
+		port.Release()
+		return "", nil, err
+	}
+	if err := r.Start(ctx, componenttest.NewNopHost()); err != nil {
+		_ = r.Shutdown(ctx)
+		port.Release()
+		return "", nil, err
+	}
+	return port.Addr(), reservedReceiver{Component: r, port: port}, nil
 }
 
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+// reservedReceiver gives its port back once shut down.
+type reservedReceiver struct {
+	component.Component
+	port *portlock.Port
+}
+
+func (r reservedReceiver) Shutdown(ctx context.Context) error {
+	err := r.Component.Shutdown(ctx)
+	r.port.Release()
+	return err
 }
 
 // exportMethod is the OTLP/gRPC trace export method.

@@ -133,9 +133,3 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20261110000943-09e21b237f2c // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
 )
-
-replace (
-	github.com/errorownership/errorownership => ..
-	github.com/errorownership/errorownership/hooks => ../hooks
-	github.com/errorownership/errorownership/ownership => ../ownership
-)

@@ -28,5 +28,3 @@ require (
 	golang.org/x/text v0.44.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
 )
-
-replace github.com/errorownership/errorownership/ownership => ../ownership

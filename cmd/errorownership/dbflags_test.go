@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -14,17 +13,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/errorownership/errorownership/internal/portlock"
 	"github.com/errorownership/errorownership/store"
 )
 
 // TestStoreErrors: what goes wrong with the database is said with the fix,
 // and never with the password.
 func TestStoreErrors(t *testing.T) {
-	// A port nothing listens on: taken, then freed.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// A port nothing listens on: reserved and never bound, so no other test
+	// process's server takes it.
+	reserved, err := portlock.Reserve()
 	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
+	t.Cleanup(reserved.Release)
+	port := reserved.Number()
 	unreachable := fmt.Sprintf("postgres://auditor:s3cret-pw@127.0.0.1:%d/errorownership?connect_timeout=5", port)
 
 	older := fixtureDSN(t, fixtureBucket)

@@ -103,9 +103,3 @@ require (
 	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace (
-	github.com/errorownership/errorownership => ../..
-	github.com/errorownership/errorownership/hooks => ../../hooks
-	github.com/errorownership/errorownership/ownership => ../../ownership
-)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/errorownership/errorownership/internal/edges"
 	"github.com/errorownership/errorownership/internal/hintsserver"
+	"github.com/errorownership/errorownership/internal/portlock"
 	"github.com/errorownership/errorownership/ownership"
 )
 
@@ -26,10 +27,12 @@ import (
 // endpoint's base URL.
 func start(t *testing.T, mutate func(*Config)) (*hintsExtension, string) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// Reserved until the test ends: the extension binds the endpoint it is
+	// configured with, and another test process must not bind it first.
+	port, err := portlock.Reserve()
 	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
+	t.Cleanup(port.Release)
+	addr := port.Addr()
 	cfg := createDefaultConfig().(*Config)
 	cfg.NetAddr.Endpoint = addr
 	if mutate != nil {

@@ -13,10 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -36,73 +33,6 @@ func Build(ctx context.Context, root string) (string, error) {
 		return "", fmt.Errorf("make otelcol: %w\n%s", err, out)
 	}
 	return filepath.Abs(filepath.Join(root, "bin", "otelcol-errorownership"))
-}
-
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago and
-// that this process has not handed out before. It is taken below the
-// kernel's ephemeral range when it can be: a port from that range, free
-// when asked for, can be taken as the local port of an outgoing connection
-// (a collector connecting to its database, say) before the collector
-// listens on it.
-func FreePort() (int, error) {
-	handedMu.Lock()
-	defer handedMu.Unlock()
-	if low := ephemeralLow(); low > minPort {
-		for range 200 {
-			port := minPort + rand.IntN(low-minPort) //nolint:gosec // G404: a port to try, not a secret
-			if handed[port] {
-				continue
-			}
-			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-			if err != nil {
-				continue
-			}
-			_ = l.Close()
-			handed[port] = true
-			return port, nil
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	port := l.Addr().(*net.TCPAddr).Port
-	handed[port] = true
-	return port, nil
-}
-
-// minPort is the lowest port FreePort hands out: below it are the
-// well-known and the commonly configured ones.
-const minPort = 10000
-
-var (
-	handedMu sync.Mutex
-	handed   = map[int]bool{}
-)
-
-// ephemeralLow is the start of the kernel's ephemeral port range, or 0
-// when it cannot be read.
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0
-	}
-	low, _ := strconv.Atoi(f[0])
-	return low
-}
-
-// FreeAddr returns 127.0.0.1:PORT with a port that was free a moment ago.
-func FreeAddr() (string, error) {
-	port, err := FreePort()
-	if err != nil {
-		return "", err
-	}
-	return "127.0.0.1:" + strconv.Itoa(port), nil
 }
 
 // Options say how to start a collector.

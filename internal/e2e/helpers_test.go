@@ -26,6 +26,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/errorownership/errorownership/internal/collectorproc"
+	"github.com/errorownership/errorownership/internal/portlock"
 )
 
 const repoRoot = "../.."
@@ -41,11 +42,15 @@ func buildCollector(t *testing.T) string {
 	return bin
 }
 
+// freePort reserves a loopback port for a server this test starts, or for
+// one it expects nothing to listen on, until the test ends: no other test
+// process of ours gets it meanwhile (internal/portlock).
 func freePort(t *testing.T) int {
 	t.Helper()
-	port, err := collectorproc.FreePort()
+	p, err := portlock.Reserve()
 	require.NoError(t, err)
-	return port
+	t.Cleanup(p.Release)
+	return p.Number()
 }
 
 // collector is the built collector started with configTemplate.

@@ -21,7 +21,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -33,6 +32,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/errorownership/errorownership/internal/portlock"
 )
 
 // InstallHint tells what to do when the server binaries are missing.
@@ -78,6 +79,10 @@ type Cluster struct {
 	cred    *syscall.Credential
 	temp    bool
 	running bool
+	// reserved holds port, chosen by StartCluster, against other
+	// processes' servers while the cluster exists, stopped or not: it
+	// restarts on the same port.
+	reserved *portlock.Port
 }
 
 // FindBinaries returns the directory of the newest PostgreSQL server
@@ -148,14 +153,16 @@ func StartCluster(ctx context.Context, opts Options) (*Cluster, error) {
 		if c.temp {
 			err = errors.Join(err, c.Remove())
 		}
+		c.releasePort()
 		return nil, err
 	}
 	if c.port == 0 {
 		c.port = 5432
 		if opts.ListenAddresses != "" {
-			if c.port, err = freePort(); err != nil {
-				return fail(err)
+			if c.reserved, err = portlock.Reserve(); err != nil {
+				return fail(fmt.Errorf("pgcluster: %w", err))
 			}
+			c.port = c.reserved.Number()
 		}
 	}
 	if sock := c.socketPath(); len(sock) > maxSocketPath {
@@ -224,15 +231,6 @@ func ServerCredential() (*syscall.Credential, error) {
 		return nil, fmt.Errorf("pgcluster: user postgres: %w", err)
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pgcluster: finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Chown gives path to the server's user, when that is not us: a directory
@@ -368,7 +366,18 @@ func (c *Cluster) Remove() error {
 	if c.temp {
 		err = errors.Join(err, os.RemoveAll(c.dir))
 	}
+	if err == nil {
+		// A server that may still run keeps its port from the others.
+		c.releasePort()
+	}
 	return err
+}
+
+func (c *Cluster) releasePort() {
+	if c.reserved != nil {
+		c.reserved.Release()
+		c.reserved = nil
+	}
 }
 
 // Dir returns the cluster's directory, which also holds its socket.

@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/errorownership/errorownership/extension/errorownershiphintsextension"
+	"github.com/errorownership/errorownership/internal/portlock"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor"
 	"github.com/errorownership/errorownership/store"
 )
@@ -46,6 +47,8 @@ type Collector struct {
 	hints extension.Extension
 	srv   *http.Server
 	ln    net.Listener
+
+	hintsPort *portlock.Port
 }
 
 // CollectorConfig is what the demo tunes.
@@ -60,11 +63,21 @@ type CollectorConfig struct {
 }
 
 // StartCollector starts the processor and the receiver on free loopback ports.
-func StartCollector(ctx context.Context, cc CollectorConfig) (*Collector, error) {
-	hintsAddr, err := freeAddr()
+func StartCollector(ctx context.Context, cc CollectorConfig) (_ *Collector, err error) {
+	// The hints extension binds the endpoint its configuration names and
+	// never says which port it got: its port is reserved (internal/portlock)
+	// until Shutdown, so that no other process of ours, a test running at the
+	// same time, takes it first.
+	hintsPort, err := portlock.Reserve()
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			hintsPort.Release()
+		}
+	}()
+	hintsAddr := hintsPort.Addr()
 	f := errorownershipprocessor.NewFactory()
 	cfg := f.CreateDefaultConfig().(*errorownershipprocessor.Config)
 	cfg.DecisionWait = cc.DecisionWait
@@ -122,7 +135,7 @@ func StartCollector(ctx context.Context, cc CollectorConfig) (*Collector, error)
 		_ = hints.Shutdown(ctx)
 		return nil, fmt.Errorf("start processor: %w", err)
 	}
-	c := &Collector{proc: proc, hints: hints, HintsURL: "http://" + hintsAddr}
+	c := &Collector{proc: proc, hints: hints, hintsPort: hintsPort, HintsURL: "http://" + hintsAddr}
 	c.ln, err = net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		_ = proc.Shutdown(ctx)
@@ -175,16 +188,9 @@ func (c *Collector) receive(w http.ResponseWriter, r *http.Request) {
 // the hints extension, in the collector's order.
 func (c *Collector) Shutdown(ctx context.Context) error {
 	err := c.srv.Shutdown(ctx)
-	return errors.Join(err, c.proc.Shutdown(ctx), c.hints.Shutdown(ctx))
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	err = errors.Join(err, c.proc.Shutdown(ctx), c.hints.Shutdown(ctx))
+	c.hintsPort.Release()
+	return err
 }
 
 // host is the collector host the components run in: its extensions, the

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -36,16 +35,20 @@ import (
 	"github.com/errorownership/errorownership/hooks"
 	"github.com/errorownership/errorownership/hooks/hints"
 	"github.com/errorownership/errorownership/hooks/hookshttp"
+	"github.com/errorownership/errorownership/internal/portlock"
 	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/store/pgtest"
 )
 
+// freeEndpoint is a loopback address for a hints extension, which binds
+// the endpoint it is configured with: reserved until the test ends, so that
+// no other test process starts a server there meanwhile.
 func freeEndpoint(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := portlock.Reserve()
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
+	t.Cleanup(p.Release)
+	return p.Addr()
 }
 
 // startHintsExtension starts an errorownership_hints extension on a free

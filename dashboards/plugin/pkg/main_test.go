@@ -32,6 +32,7 @@ import (
 
 	"github.com/errorownership/errorownership/dashboards/internal/simtest"
 	"github.com/errorownership/errorownership/dashboards/plugin/pkg/plugin"
+	"github.com/errorownership/errorownership/internal/portlock"
 	"github.com/errorownership/errorownership/internal/simulation"
 	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/store"
@@ -584,12 +585,14 @@ VALUES ($1, $2, 'GET /x', 'checkout', 'GET /checkout', 40, 30, 45, 30, 30)`, buc
 
 	t.Run("settings that cannot work", func(t *testing.T) {
 		empty := pgtest.NewDatabase(t)
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		// A port nothing listens on: reserved and never bound, so no other
+		// test process's server takes it (internal/portlock).
+		reserved, err := portlock.Reserve()
 		if err != nil {
 			t.Fatal(err)
 		}
-		closed := l.Addr().(*net.TCPAddr).Port
-		l.Close()
+		t.Cleanup(reserved.Release)
+		closed := reserved.Number()
 		for i, tc := range []struct {
 			name, json string
 			want       string

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/errorownership/errorownership/internal/collectorproc"
+	"github.com/errorownership/errorownership/internal/portlock"
 )
 
 // The shipped configurations each collector starts from, in the directory
@@ -96,16 +97,24 @@ type ports struct {
 	metrics                   int
 }
 
+// freePorts reserves a collector's ports (internal/portlock). They stay
+// reserved until the process exits, after the collectors it started:
+// another process's collector never gets one, even once this one stopped.
 func freePorts() (ports, error) {
 	var p ports
-	var err error
 	for _, a := range []*string{&p.health, &p.grpc, &p.http, &p.hints} {
-		if *a, err = collectorproc.FreeAddr(); err != nil {
+		r, err := portlock.Reserve()
+		if err != nil {
 			return p, err
 		}
+		*a = r.Addr()
 	}
-	p.metrics, err = collectorproc.FreePort()
-	return p, err
+	r, err := portlock.Reserve()
+	if err != nil {
+		return p, err
+	}
+	p.metrics = r.Number()
+	return p, nil
 }
 
 // launcher starts collectors from the shipped configurations.
