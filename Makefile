@@ -87,7 +87,7 @@ release-tags:
 	if [ -n "$$bad" ]; then echo "release-tags: these requirements (go.mod) and replacements (go.work) are not at $(VERSION); raise them first:"; echo "$$bad"; exit 1; fi
 	@if [ -n "$$(git status --porcelain)" ]; then echo "release-tags: commit or stash your changes first: the release commit is made from HEAD"; git status --short; exit 1; fi
 	git checkout -q --detach
-	$(GO) run ./internal/tools/modproxy -gosum -version $(VERSION)
+	$(GO) run ./internal/cmd/modproxy -gosum -version $(VERSION)
 	git commit -q -a -m "Release $(VERSION)" -m "Each module's go.sum carries the hashes of the modules of ours it requires at $(VERSION), which go install pkg@$(VERSION) checks them against. The branch leaves them out: they change with every commit."
 	git tag $(VERSION)
 	@for m in ownership hooks cmd/errorownership dashboards; do echo "git tag $$m/$(VERSION)"; git tag $$m/$(VERSION) || exit 1; done
@@ -97,7 +97,7 @@ release-tags:
 ## modproxy: serve the modules as they are in the work tree at VERSION (default: the one they require each other at) from a file-system module proxy in MODPROXY_DIR, to try `go install …@VERSION` and `go get …/hooks@VERSION` before tagging (docs/modules.md)
 MODPROXY_DIR ?= build/modproxy
 modproxy:
-	$(GO) run ./internal/tools/modproxy -out $(MODPROXY_DIR) -version $${VERSION:-$$(awk '$$1 == "github.com/errorownership/errorownership/hooks" { print $$2; exit }' go.mod)}
+	$(GO) run ./internal/cmd/modproxy -out $(MODPROXY_DIR) -version $${VERSION:-$$(awk '$$1 == "github.com/errorownership/errorownership/hooks" { print $$2; exit }' go.mod)}
 	@echo "modproxy: try it with GOWORK=off GONOSUMDB=github.com/errorownership/errorownership GOPROXY=file://$(abspath $(MODPROXY_DIR)),$$($(GO) env GOPROXY)"
 
 ## generate: every generated source: the wire vocabulary in four languages (generate-vocabulary) and the collector components' mdatagen files (generate-metadata); make lint fails when one is not what its generator writes

@@ -7,8 +7,8 @@
 // `go get …/hooks@VERSION` resolve our modules as they will once VERSION
 // is tagged, before it is (docs/modules.md).
 //
-//	go run ./internal/tools/modproxy -out DIR [-version v0.1.0]
-//	go run ./internal/tools/modproxy -gosum [-version v0.1.0]
+//	go run ./internal/cmd/modproxy -out DIR [-version v0.1.0]
+//	go run ./internal/cmd/modproxy -gosum [-version v0.1.0]
 //
 // The modules are the ones go.work uses. Each is written in the layout
 // `go mod download` reads (DIR/<escaped module path>/@v/{list,VERSION.info,
