@@ -2,6 +2,10 @@ module github.com/errorownership/errorownership/dashboards
 
 go 1.26.5
 
+// The Node.js packages the hooks, the plugin and the polyglot chain install
+// hold Go files of their own (flatted ships one), which are not ours.
+ignore node_modules
+
 require (
 	github.com/errorownership/errorownership v0.1.0
 	github.com/errorownership/errorownership/ownership v0.1.0
