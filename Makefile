@@ -19,7 +19,7 @@ RACE_PKGS := ./dependencyanalysis/... ./processor/... ./connector/... ./extensio
 BENCHTIME ?= 1s
 DB_DIR   ?= .db
 
-.PHONY: all build test generate test-hooks hooks-deps check-modules release-tags lint bench bench-peers bench-hints fuzz soak demo scale-demo scenarios otelcol run clean db db-stop dashboards plugin
+.PHONY: all build test generate tidy test-hooks hooks-deps check-modules release-tags lint bench bench-peers bench-hints fuzz soak demo scale-demo scenarios otelcol run clean db db-stop dashboards plugin
 
 all: lint build test
 
@@ -106,6 +106,10 @@ generate: generate-vocabulary generate-metadata
 ## generate-vocabulary: write conformance/vocabulary.yaml, the wire names' one statement, into the Go, Java, TypeScript and Python sources generated from it (conformance/README.md)
 generate-vocabulary:
 	$(GO) run ./internal/cmd/genvocab
+
+## tidy: go mod tidy in every module, each alone with our modules from a module proxy made from the work tree, as check-modules reads them (docs/modules.md)
+tidy:
+	bash .ci/tidy $(MODULES)
 
 ## check-modules: the hooks module's graph, and an application's after go mod tidy, hold none of the heavy modules; the shipped binaries link no testing code
 check-modules:

@@ -71,6 +71,7 @@ type mod struct {
 	dir   string // in the repository
 	path  string
 	gomod []byte
+	file  *modfile.File
 	// requires are the siblings its go.mod requires.
 	requires []string
 	// zipHash and modHash are its go.sum hashes once written.
@@ -155,12 +156,11 @@ func readModules(root, version string) (map[string]*mod, error) {
 		if len(f.Replace) > 0 {
 			return nil, fmt.Errorf("%s/go.mod has replace directives: go install pkg@version refuses a module with one; go.work joins the modules for development", dir)
 		}
-		mods[f.Module.Mod.Path] = &mod{dir: dir, path: f.Module.Mod.Path, gomod: gomod}
+		mods[f.Module.Mod.Path] = &mod{dir: dir, path: f.Module.Mod.Path, gomod: gomod, file: f}
 	}
 	var wrong []string
 	for _, m := range mods {
-		f, _ := modfile.Parse(m.dir+"/go.mod", m.gomod, nil)
-		for _, r := range f.Require {
+		for _, r := range m.file.Require {
 			if mods[r.Mod.Path] == nil {
 				continue
 			}
