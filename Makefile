@@ -115,9 +115,10 @@ tidy:
 check-modules:
 	bash .ci/check-modules
 
-## lint: every language: Go (go vet, golangci-lint with .golangci.yml and its gci and gofmt formatters, gofmt over every file), Java (lint-java), TypeScript (lint-node), Python (lint-python); the SPDX line of every source file; generated files as their generators write them
+## lint: every language: Go (go vet, golangci-lint with .golangci.yml and its gci and gofmt formatters, gofmt over every file), Java (lint-java), TypeScript (lint-node), Python (lint-python); the SPDX line of every source file; README snippets as the sources they copy (.ci/check-snippets); generated files as their generators write them
 lint: $(GOLANGCI_LINT) lint-java lint-node lint-python
 	bash .ci/check-spdx
+	python3 .ci/check-snippets
 	bash .ci/check-generated generate-vocabulary generate-metadata
 	@for m in $(MODULES); do echo "go vet ($$m)"; (cd $$m && $(GO) vet ./...) || exit 1; done
 	@for m in $(MODULES); do echo "golangci-lint ($$m)"; (cd $$m && $(GOLANGCI_LINT) run ./...) || exit 1; done
