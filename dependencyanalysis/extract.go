@@ -486,7 +486,22 @@ func (e *Extractor) peerOperation(name string, a *spanAttrs) Symbol {
 
 // peerAddress names where the call went as "host:port", or "host" when
 // the instrumentation left out the port (as it does for a scheme's default).
+// Where the span names no server.address or net.peer.name — the old HTTP
+// conventions of Python's requests, urllib3 and httpx write only http.url —
+// the host and port come from the URL, which is what a hook names the
+// callee by: without it the hints would carry no address for such a
+// caller, and its hooks would find every edge unknown.
 func (e *Extractor) peerAddress(a *spanAttrs) Symbol {
+	if a.address == "" && a.url != "" {
+		host, port := urlHostPort(a.url)
+		if host == "" {
+			return NoSymbol
+		}
+		a.address = host
+		if port != 0 {
+			a.port = port
+		}
+	}
 	if a.address == "" {
 		return NoSymbol
 	}
@@ -548,6 +563,40 @@ func urlPath(u string) string {
 		return "/"
 	}
 	return u
+}
+
+// urlHostPort returns the host of an absolute URL, without brackets for
+// an IPv6 literal, and its port, 0 when the URL gives none. host is ""
+// when u is not an absolute URL with a host.
+func urlHostPort(u string) (host string, port int64) {
+	i := strings.Index(u, "://")
+	if i < 0 {
+		return "", 0
+	}
+	u = u[i+3:]
+	if j := strings.IndexAny(u, "/?#"); j >= 0 {
+		u = u[:j]
+	}
+	if j := strings.LastIndexByte(u, '@'); j >= 0 {
+		u = u[j+1:] // user information, never part of the address
+	}
+	if strings.HasPrefix(u, "[") {
+		end := strings.IndexByte(u, ']')
+		if end < 0 {
+			return "", 0
+		}
+		host, u = u[1:end], u[end+1:]
+	} else if j := strings.IndexByte(u, ':'); j >= 0 {
+		host, u = u[:j], u[j:]
+	} else {
+		host, u = u, ""
+	}
+	if p, ok := strings.CutPrefix(u, ":"); ok {
+		if n, err := strconv.ParseInt(p, 10, 32); err == nil && n > 0 && n < 1<<16 {
+			port = n
+		}
+	}
+	return host, port
 }
 
 func kindOf(k ptrace.SpanKind) Kind {
