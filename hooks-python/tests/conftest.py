@@ -55,6 +55,9 @@ class AttributeSpy:
         self.lock = threading.Lock()
         self.sets: dict[int, Counter[str]] = {}
         self.by_hooks: dict[int, set[str]] = {}
+        # Older SDKs (1.28) implement set_attribute with set_attributes: one
+        # call, not two.
+        self.inside = threading.local()
 
     def clear(self) -> None:
         with self.lock:
@@ -86,10 +89,14 @@ class AttributeSpy:
         def spied_set_attribute(self: SdkSpan, key: str, value: Any) -> None:
             if self.is_recording():
                 spy.record(self, [key])
-            set_attribute(self, key, value)
+            spy.inside.active = True
+            try:
+                set_attribute(self, key, value)
+            finally:
+                spy.inside.active = False
 
         def spied_set_attributes(self: SdkSpan, attributes: Mapping[str, Any]) -> None:
-            if self.is_recording():
+            if self.is_recording() and not getattr(spy.inside, "active", False):
                 spy.record(self, list(attributes))
             set_attributes(self, attributes)
 
