@@ -40,7 +40,8 @@ test: check-modules test-hooks
 
 ## hooks-deps: what the Java, Node.js and Python hooks build and test with (Maven, npm, pip), and what the polyglot chain's services run with (internal/e2e/polyglot/README.md): the hooks of each language, a Python venv, the Node.js packages, the Java classpath and the OpenTelemetry Java agent. Each is redone when what it is made from changes.
 HOOKS_DEPS := hooks-java/target/.deps hooks-node/build/.deps hooks-python/.venv/.deps \
-	internal/e2e/polyglot/python/.venv/.deps internal/e2e/polyglot/node/node_modules/.deps internal/e2e/polyglot/java/target/.deps
+	internal/e2e/polyglot/python/.venv/.deps internal/e2e/polyglot/node/node_modules/.deps internal/e2e/polyglot/java/target/.deps \
+	internal/e2e/newcomer/python/.venv/.deps
 hooks-deps: $(HOOKS_DEPS)
 
 # The Java hooks are installed in the local Maven repository, where the chain's Java service finds them.
@@ -60,6 +61,15 @@ hooks-python/.venv/.deps: hooks-python/pyproject.toml
 	touch $@
 internal/e2e/polyglot/python/.venv/.deps: internal/e2e/polyglot/python/requirements.txt hooks-python/pyproject.toml
 	cd internal/e2e/polyglot/python && python3 -m venv .venv && .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
+	touch $@
+# The Python newcomer service (internal/e2e/newcomer_python_test.go), set up as hooks-python/README.md says: the hooks from their
+# wheel, the instrumentations from opentelemetry-bootstrap. A new venv each time: pip keeps an installed wheel of the same version.
+internal/e2e/newcomer/python/.venv/.deps: internal/e2e/newcomer/python/requirements.txt hooks-python/.venv/.deps $(shell find hooks-python/src -type f 2>/dev/null)
+	rm -rf internal/e2e/newcomer/python/.venv internal/e2e/newcomer/python/dist
+	hooks-python/.venv/bin/python -m build -q --wheel --outdir internal/e2e/newcomer/python/dist hooks-python
+	cd internal/e2e/newcomer/python && python3 -m venv .venv && \
+		.venv/bin/pip install -q --disable-pip-version-check "$$(ls dist/errorownership_hooks-*.whl)[requests]" -r requirements.txt && \
+		.venv/bin/opentelemetry-bootstrap -a install
 	touch $@
 internal/e2e/polyglot/node/node_modules/.deps: internal/e2e/polyglot/node/package-lock.json hooks-node/build/.deps
 	cd internal/e2e/polyglot/node && npm ci --no-audit --no-fund --loglevel=error
