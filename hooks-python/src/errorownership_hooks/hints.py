@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import math
 import re
 import threading
 import time
@@ -540,6 +539,3 @@ def _remaining(deadline: float, conn: http.client.HTTPConnection) -> None:
         raise HintsError("fetch timed out")
     if conn.sock is not None:
         conn.sock.settimeout(left)
-
-
-_ = math
