@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 import { context } from '@opentelemetry/api';
-import { suppressTracing } from '@opentelemetry/core';
+import { suppressTracing } from './suppress';
 import { HintSource } from './claim';
 import { HINTS_PATH, HintEdge, Hints, Mode, RetryBudgetLimits, decodeHints, defaultRetryBudget } from './ownership';
 import { matchOperation } from './routes';

@@ -10,11 +10,13 @@ import { exporter, tracer, spansWhen, context, trace } from './otel';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import * as http from 'node:http';
-import { SpanKind } from '@opentelemetry/api';
+import { ROOT_CONTEXT, SpanKind } from '@opentelemetry/api';
+import { isTracingSuppressed } from '@opentelemetry/core';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { load } from './vectors';
 import { close, listen, testFetch } from './helpers';
 import { HintClient } from '../src';
+import { fallbackSuppressTracing } from '../src/suppress';
 
 const sample = load('hints.json').documents.sample as { retry_budget: { ratio: number } };
 
@@ -123,4 +125,11 @@ test('hint polls are not traced', async t => {
   } finally {
     await close(srv);
   }
+});
+
+test("the fallback suppresses as @opentelemetry/core's suppressTracing does", () => {
+  // Where core cannot be loaded the hooks set its key themselves: the SDK's
+  // core must read it as suppressed.
+  assert.equal(isTracingSuppressed(fallbackSuppressTracing(ROOT_CONTEXT)), true);
+  assert.equal(isTracingSuppressed(ROOT_CONTEXT), false);
 });
