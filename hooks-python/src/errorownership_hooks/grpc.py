@@ -3,10 +3,16 @@
 """gRPC hooks for grpcio: a client interceptor that retries by the rules of
 error ownership and a server interceptor that claims errors.
 
+    from opentelemetry.instrumentation.grpc import client_interceptor, server_interceptor
+    from opentelemetry.instrumentation.grpc.grpcext import intercept_channel
     from errorownership_hooks.grpc import ClientInterceptor, ServerInterceptor
+
     hooks = ClientInterceptor("catalog:50051", hints=hint_client)
-    channel = grpc.intercept_channel(grpc.insecure_channel("catalog:50051"), hooks)
-    server = grpc.server(executor, interceptors=[ServerInterceptor(hints=hint_client)])
+    inner = grpc.intercept_channel(grpc.insecure_channel("catalog:50051"), hooks.attempt_interceptor)
+    channel = grpc.intercept_channel(intercept_channel(inner, client_interceptor()), hooks)
+    server = grpc.server(executor, interceptors=[server_interceptor(), ServerInterceptor(hints=hint_client)])
+
+(hooks-python/README.md's gRPC section, which examples/grpc_stock.py runs.)
 
 The client retries server-fault codes (UNKNOWN, DEADLINE_EXCEEDED,
 UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS) of unary-unary calls when
@@ -15,10 +21,11 @@ within the attempts, the per-peer budget and the call's timeout; retries
 carry ``grpc-previous-rpc-attempts``. Do not configure a gRPC retry policy
 for the same methods as well.
 
-For the attributes on each attempt's CLIENT span, put the OpenTelemetry
-client interceptor between the hooks and their ``attempt_interceptor``:
-
-    grpc.intercept_channel(channel, hooks, otel_client_interceptor(), hooks.attempt_interceptor)
+The OpenTelemetry client interceptor sits between the hooks and their
+``attempt_interceptor``, as above, so that each attempt is a CLIENT span of
+its own carrying the attempt's attributes. It is a grpcext interceptor,
+which ``grpc.intercept_channel`` refuses: it goes through grpcext's
+``intercept_channel``.
 
 The server interceptor sets ``error-claim`` (and
 ``grpc-retry-pushback-ms: -1`` with ``unclaimed``) on server-fault
