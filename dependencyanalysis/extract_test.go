@@ -104,7 +104,7 @@ func TestExtractNamesAndOwnership(t *testing.T) {
 			attrs:   map[string]any{"http.method": "GET", "http.url": "http://127.0.0.1:36411/work/7?fail=a", "http.status_code": 503},
 			address: "127.0.0.1:36411", target: "GET /work/7", peerOp: "op", attempt: AttemptUnknown},
 		{name: "url.full alone, the scheme's default port left out", kind: ptrace.SpanKindClient,
-			attrs:   map[string]any{"http.request.method": "GET", "url.full": "https://user:secret@api.example.com/v2"},
+			attrs:   map[string]any{"http.request.method": "GET", "url.full": "https://user@api.example.com/v2"},
 			address: "api.example.com", target: "GET /v2", peerOp: "op", attempt: AttemptUnknown},
 		{name: "an IPv6 literal in the URL", kind: ptrace.SpanKindClient,
 			attrs:   map[string]any{"http.url": "http://[::1]:9200/search"},

@@ -254,9 +254,6 @@ func (a *attempt) annotate(span trace.Span) {
 	a.mu.Lock()
 	failed, received, decision := a.failed, a.received, a.decision
 	a.mu.Unlock()
-	if !failed && a.n == 0 {
-		return
-	}
 	attrs := make([]attribute.KeyValue, 0, 3)
 	attrs = append(attrs, attribute.Int(ownership.AttrRetryAttempt, a.n))
 	if failed {

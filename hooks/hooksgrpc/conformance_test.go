@@ -19,7 +19,6 @@ import (
 
 	"github.com/errorownership/errorownership/hooks"
 	"github.com/errorownership/errorownership/hooks/hooksgrpc"
-	"github.com/errorownership/errorownership/hooks/internal/chaintest"
 	"github.com/errorownership/errorownership/hooks/internal/conformance"
 	"github.com/errorownership/errorownership/ownership"
 )
@@ -150,7 +149,7 @@ func TestConformanceGRPCClient(t *testing.T) {
 			if got, want := strs(attempts()), strs(tc.Want.Requests); got != want {
 				t.Errorf("grpc-previous-rpc-attempts per attempt %s, want %s", got, want)
 			}
-			got := chaintest.HookAttributes(caller.Spans, trace.SpanKindClient, len(tc.Want.Spans))
+			got := caller.TP.HookAttributes(t, trace.SpanKindClient, len(tc.Want.Spans))
 			if fmt.Sprint(got) != fmt.Sprint(tc.Want.Spans) {
 				t.Errorf("client spans' attributes\n got %v\nwant %v", got, tc.Want.Spans)
 			}
@@ -204,7 +203,7 @@ func TestConformanceGRPCServer(t *testing.T) {
 			if got, want := one(ownership.GRPCPushbackKey), strs([]*string{tc.Want.Pushback}); got != want {
 				t.Errorf("grpc-retry-pushback-ms %s, want %s", got, want)
 			}
-			server := chaintest.HookAttributes(svc.Spans, trace.SpanKindServer, 1)
+			server := svc.TP.HookAttributes(t, trace.SpanKindServer, 1)
 			if len(server) != 1 || fmt.Sprint(server[0]) != fmt.Sprint(tc.Want.Span) {
 				t.Errorf("server span's attributes %v, want %v", server, tc.Want.Span)
 			}

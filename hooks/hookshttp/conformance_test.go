@@ -3,7 +3,6 @@
 package hookshttp_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,8 +14,6 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/propagation"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/errorownership/errorownership/hooks"
@@ -95,13 +92,6 @@ func newCallee(t *testing.T, responses []scripted) *callee {
 	return c
 }
 
-func newTracing(t *testing.T) (*sdktrace.TracerProvider, *tracetest.SpanRecorder) {
-	spans := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(spans))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	return tp, spans
-}
-
 type clientCase struct {
 	Name        string
 	Method      string
@@ -126,7 +116,7 @@ func TestConformanceClient(t *testing.T) {
 	for _, tc := range v.Cases {
 		t.Run(tc.Name, func(t *testing.T) {
 			c := newCallee(t, tc.Responses)
-			tp, spans := newTracing(t)
+			tp := chaintest.NewTracing(t)
 			opts := []hookshttp.Option{hookshttp.WithBackoff(time.Millisecond, time.Millisecond)}
 			if tc.MaxAttempts > 0 {
 				opts = append(opts, hookshttp.WithMaxAttempts(tc.MaxAttempts))
@@ -165,7 +155,7 @@ func TestConformanceClient(t *testing.T) {
 			if tc.Want.Bodies != nil && fmt.Sprint(bodies) != fmt.Sprint(tc.Want.Bodies) {
 				t.Errorf("bodies %q, want %q", bodies, tc.Want.Bodies)
 			}
-			attempts := chaintest.HookAttributes(spans, trace.SpanKindClient, len(tc.Want.Spans))
+			attempts := tp.HookAttributes(t, trace.SpanKindClient, len(tc.Want.Spans))
 			if got, want := fmt.Sprint(attempts), fmt.Sprint(tc.Want.Spans); got != want {
 				t.Errorf("client spans' attributes\n got %s\nwant %s", got, want)
 			}
@@ -213,7 +203,7 @@ func TestConformanceServer(t *testing.T) {
 	}
 	for _, tc := range v.Cases {
 		t.Run(tc.Name, func(t *testing.T) {
-			tp, spans := newTracing(t)
+			tp := chaintest.NewTracing(t)
 			modes := modeTable{}
 			var callees []*callee
 			for _, c := range tc.Calls {
@@ -255,7 +245,7 @@ func TestConformanceServer(t *testing.T) {
 			if got != want {
 				t.Errorf("Error-Claim %s, want %s", got, want)
 			}
-			server := chaintest.HookAttributes(spans, trace.SpanKindServer, 1)
+			server := tp.HookAttributes(t, trace.SpanKindServer, 1)
 			if len(server) != 1 || fmt.Sprint(server[0]) != fmt.Sprint(tc.Want.Span) {
 				t.Errorf("server span's attributes %v, want %v", server, tc.Want.Span)
 			}

@@ -70,9 +70,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
 		res, err := t.base.RoundTrip(attemptReq)
 		if err == nil && !t.cfg.fault(res.StatusCode) {
-			if attempt > 0 {
-				annotate(ctx, res, attempt, ownership.ClaimMissing, ownership.DecisionNone)
-			}
+			annotate(ctx, res, attempt, ownership.ClaimMissing, ownership.DecisionNone)
 			ledger.End(call, hooks.Outcome{PeerService: peer})
 			return res, nil
 		}

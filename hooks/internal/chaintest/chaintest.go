@@ -255,8 +255,12 @@ var hookAttrs = []attribute.Key{ownership.AttrRetryAttempt, ownership.AttrHTTPRe
 // (JSON's numbers and strings), in the order the spans started, waiting
 // briefly for n of them.
 func HookAttributes(spans *tracetest.SpanRecorder, kind trace.SpanKind, n int) []map[string]any {
-	var out []map[string]any
-	for _, sp := range endedSpans(spans, kind, n) {
+	return hookAttributes(endedSpans(spans, kind, n))
+}
+
+func hookAttributes(spans []sdktrace.ReadOnlySpan) []map[string]any {
+	out := make([]map[string]any, 0, len(spans))
+	for _, sp := range spans {
 		m := map[string]any{}
 		for _, kv := range sp.Attributes() {
 			if !slices.Contains(hookAttrs, kv.Key) {

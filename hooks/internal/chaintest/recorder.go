@@ -3,13 +3,11 @@
 package chaintest
 
 import (
-	"context"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -24,7 +22,7 @@ type Recorder struct {
 	Requests atomic.Int32
 	// Spans records the spans of TP, the service's tracer provider.
 	Spans *tracetest.SpanRecorder
-	TP    *sdktrace.TracerProvider
+	TP    *Tracing
 
 	mu       sync.Mutex
 	attempts []string // the attempt number on each request it served
@@ -34,9 +32,8 @@ type Recorder struct {
 // NewRecorder returns a Recorder for service name, whose tracer provider
 // samples every span and shuts down with the test.
 func NewRecorder(t testing.TB, name string) *Recorder {
-	r := &Recorder{Name: name, Spans: tracetest.NewSpanRecorder()}
-	r.TP = sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(r.Spans))
-	t.Cleanup(func() { _ = r.TP.Shutdown(context.Background()) })
+	r := &Recorder{Name: name, TP: NewTracing(t)}
+	r.Spans = r.TP.Spans
 	return r
 }
 
