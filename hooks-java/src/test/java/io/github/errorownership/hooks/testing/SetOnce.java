@@ -58,7 +58,9 @@ public final class SetOnce {
     };
   }
 
-  /** How often each attribute was set on the span, by key; empty for a span not made through wrap. */
+  /**
+   * How often each attribute was set on the span, by key; empty for a span not made through wrap.
+   */
   public static Map<String, Integer> sets(SpanData span) {
     return new TreeMap<>(SETS.getOrDefault(span.getSpanId(), Map.of()));
   }

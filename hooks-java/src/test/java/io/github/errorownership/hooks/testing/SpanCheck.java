@@ -40,8 +40,8 @@ public final class SpanCheck {
 
   /**
    * The hooks' attributes on span (those named in keys, and any other error_ownership.* one) are
-   * exactly want's, each was set once (the spans come from {@link SetOnce#wrap}; a second set
-   * fails even with the same value), and the span dropped none.
+   * exactly want's, each was set once (the spans come from {@link SetOnce#wrap}; a second set fails
+   * even with the same value), and the span dropped none.
    */
   public static void check(
       String what, SpanData span, Map<String, Object> want, List<String> keys) {
