@@ -39,7 +39,26 @@ final class PlainGet {
   static final int MAX_HEAD = 64 << 10;
 
   /** What came back: the status, the headers by lower-case name, and the body (null past limit). */
-  record Response(int status, Map<String, List<String>> headers, byte[] body) {
+  static final class Response {
+    private final int status;
+    private final Map<String, List<String>> headers;
+    private final byte[] body;
+
+    Response(int status, Map<String, List<String>> headers, byte[] body) {
+      this.status = status;
+      this.headers = headers;
+      this.body = body;
+    }
+
+    int status() {
+      return status;
+    }
+
+    /** The body, or null when it was over the limit. */
+    byte[] body() {
+      return body;
+    }
+
     Optional<String> firstValue(String name) {
       List<String> vs = headers.get(name.toLowerCase(Locale.ROOT));
       return vs == null || vs.isEmpty() ? Optional.empty() : Optional.of(vs.get(0));
