@@ -41,6 +41,7 @@ test: check-modules test-hooks
 ## hooks-deps: what the Java, Node.js and Python hooks build and test with (Maven, npm, pip), and what the polyglot chain's services run with (internal/e2e/polyglot/README.md): the hooks of each language, a Python venv, the Node.js packages, the Java classpath and the OpenTelemetry Java agent. Each is redone when what it is made from changes.
 HOOKS_DEPS := hooks-java/target/.deps hooks-node/build/.deps hooks-python/.venv/.deps \
 	internal/e2e/polyglot/python/.venv/.deps internal/e2e/polyglot/node/node_modules/.deps internal/e2e/polyglot/java/target/.deps \
+	internal/e2e/newcomer/python/.venv/.deps internal/e2e/newcomer/node/node_modules/.deps \
 	internal/e2e/newcomer/java/target/.deps
 hooks-deps: $(HOOKS_DEPS)
 
@@ -62,8 +63,24 @@ hooks-python/.venv/.deps: hooks-python/pyproject.toml
 internal/e2e/polyglot/python/.venv/.deps: internal/e2e/polyglot/python/requirements.txt hooks-python/pyproject.toml
 	cd internal/e2e/polyglot/python && python3 -m venv .venv && .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
 	touch $@
+# The Python newcomer service (internal/e2e/newcomer_python_test.go), set up as hooks-python/README.md says: the hooks from their
+# wheel, the instrumentations from opentelemetry-bootstrap. A new venv each time: pip keeps an installed wheel of the same version.
+internal/e2e/newcomer/python/.venv/.deps: internal/e2e/newcomer/python/requirements.txt hooks-python/.venv/.deps $(shell find hooks-python/src -type f 2>/dev/null)
+	rm -rf internal/e2e/newcomer/python/.venv internal/e2e/newcomer/python/dist
+	hooks-python/.venv/bin/python -m build -q --wheel --outdir internal/e2e/newcomer/python/dist hooks-python
+	cd internal/e2e/newcomer/python && python3 -m venv .venv && \
+		.venv/bin/pip install -q --disable-pip-version-check "$$(ls dist/errorownership_hooks-*.whl)[requests]" -r requirements.txt && \
+		.venv/bin/opentelemetry-bootstrap -a install
+	touch $@
 internal/e2e/polyglot/node/node_modules/.deps: internal/e2e/polyglot/node/package-lock.json hooks-node/build/.deps
 	cd internal/e2e/polyglot/node && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+# The newcomer test's Node.js service installs the hooks as a user does, from the npm pack tarball in its
+# build/; its lock carries no integrity for the tarball, which is remade from the work tree.
+internal/e2e/newcomer/node/node_modules/.deps: internal/e2e/newcomer/node/package-lock.json hooks-node/node_modules/.deps hooks-node/package.json hooks-node/tsconfig.json $(shell find hooks-node/src -type f 2>/dev/null)
+	rm -rf internal/e2e/newcomer/node/build && mkdir -p internal/e2e/newcomer/node/build
+	cd hooks-node && npm pack --silent --pack-destination ../internal/e2e/newcomer/node/build >/dev/null
+	cd internal/e2e/newcomer/node && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 internal/e2e/polyglot/java/target/.deps: internal/e2e/polyglot/java/pom.xml $(shell find internal/e2e/polyglot/java/src -type f 2>/dev/null) hooks-java/target/.deps
 	cd internal/e2e/polyglot/java && mvn -B -q -ntp package

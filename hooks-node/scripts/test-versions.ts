@@ -14,7 +14,8 @@
 // under their own names where Node's resolution finds them first, as a
 // service's own node_modules would hold them: express, @grpc/grpc-js and
 // undici beside the tests (the service's code), and @opentelemetry/api beside
-// the hooks only, since the SDK in node_modules declares a newer API floor
+// the hooks only (and @opentelemetry/core, which the hooks' hint client uses
+// and which must meet that API), since the SDK in node_modules declares a newer API floor
 // (the API's global registry lets a 1.3 API use a 1.9 SDK, which is how a
 // library that pins an old API meets a service's SDK). build/oldest stays
 // inside hooks-node so that the floor packages' dependencies resolve as npm
@@ -59,6 +60,7 @@ const floors: Floor[] = [
   { name: '@grpc/grpc-js', alias: 'floor-grpc-js', from: ['test', 'hooks'] },
   { name: 'undici', alias: 'floor-undici', from: ['test'] },
   { name: '@opentelemetry/api', alias: 'floor-otel-api', from: ['hooks'] },
+  { name: '@opentelemetry/core', alias: 'floor-otel-core', from: ['hooks'] },
 ];
 
 function oldestTree(): string {
@@ -88,12 +90,13 @@ const runs: Run[] = [
       newest('@grpc/grpc-js', 'test'),
       newest('@grpc/grpc-js', 'hooks'),
       newest('@opentelemetry/api', 'hooks'),
+      newest('@opentelemetry/core', 'hooks'),
     ],
   },
   {
     name: 'newest undici (its fetch wrapped)',
     tree: build,
-    files: ['conformance-http.test.js', 'hostile.test.js', 'versions.test.js'],
+    files: ['conformance-http.test.js', 'hints-untraced.test.js', 'hostile.test.js', 'versions.test.js'],
     env: { EO_TEST_FETCH: 'undici' },
     expect: [newest('undici', 'test')],
   },

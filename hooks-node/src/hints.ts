@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
+import { context } from '@opentelemetry/api';
+import { suppressTracing } from './suppress';
 import { HintSource } from './claim';
 import { HINTS_PATH, HintEdge, Hints, Mode, RetryBudgetLimits, decodeHints, defaultRetryBudget } from './ownership';
 import { matchOperation } from './routes';
@@ -132,7 +134,11 @@ export class HintClient implements HintSource {
     try {
       let res: Response;
       try {
-        res = await f(this.url, { headers, signal: ac.signal });
+        // Untraced: under instrumentation-undici (or -http, for a fetch of
+        // the caller's) each poll would otherwise be a root CLIENT span, a
+        // trace of its own that the collector would count as unlinked, and a
+        // poll started from inside a request would join that request's trace.
+        res = await context.with(suppressTracing(context.active()), () => f(this.url, { headers, signal: ac.signal }));
       } catch (e) {
         throw new Error(`hints: ${this.shown()}: ${ac.signal.aborted ? String(ac.signal.reason) : describe(e)}`, {
           cause: e,

@@ -63,16 +63,3 @@ export function close(srv: http.Server): Promise<void> {
   srv.closeAllConnections();
   return new Promise(r => srv.close(() => r()));
 }
-
-export const ATTRS = [
-  'error_ownership.retry.attempt',
-  'http.request.resend_count',
-  'error_ownership.claim.received',
-  'error_ownership.retry.decision',
-];
-
-export function pick(attrs: Record<string, unknown>, keys: string[]): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const k of keys) if (attrs[k] !== undefined) out[k] = attrs[k];
-  return out;
-}

@@ -91,11 +91,12 @@ def wheel_problems(wheel: Path, ver: str) -> list[str]:
 
 
 def sdist_problems(sdist: Path) -> list[str]:
-    """The sdist holds what builds and tests the wheel: no venv, benchmark
+    """The sdist holds what builds and tests the wheel (examples/: the
+    README's snippets, which a test compiles): no venv, benchmark
     or CI scripts."""
     with tarfile.open(sdist) as t:
         names = [n.split("/", 1)[1] for n in t.getnames() if "/" in n]
-    allowed = ("src/", "tests/", "README.md", "LICENSE", "pyproject.toml", "PKG-INFO", ".gitignore")
+    allowed = ("src/", "tests/", "examples/", "README.md", "LICENSE", "pyproject.toml", "PKG-INFO", ".gitignore")
     return [f"the sdist holds {n}, which it should not" for n in names if not n.startswith(allowed)]
 
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-import { Context, Span, context, createContextKey } from '@opentelemetry/api';
+import { Attributes, Context, Span, context, createContextKey } from '@opentelemetry/api';
 import type { RetryBudget } from '../budget';
 import { decideRetry } from '../claim';
 import { Ledger, CallId } from '../ledger';
@@ -89,18 +89,24 @@ export class Attempt {
     this.decision = decideRetry(this.received, lc.hasPolicy, left, lc.budget);
   }
 
-  /** Sets the attempt's attributes on its client span, once, if the span is still recording. */
+  /**
+   * Sets the attempt's attributes on its client span, all in one call and
+   * once (the response hook and the client both call this), if the span is
+   * still recording. Every attempt carries its number, a first attempt that
+   * succeeded included, so that a trace shows which calls went through the
+   * hooks.
+   */
   annotate(): void {
     const span = this.span;
     if (!span || this.annotated || !this.settled || !span.isRecording()) return;
     this.annotated = true;
-    if (!this.failed && this.n === 0) return;
-    span.setAttribute(ATTR_RETRY_ATTEMPT, this.n);
-    if (this.n > 0 && this.lc.resendCount) span.setAttribute(ATTR_HTTP_RESEND_COUNT, this.n);
+    const attrs: Attributes = { [ATTR_RETRY_ATTEMPT]: this.n };
+    if (this.n > 0 && this.lc.resendCount) attrs[ATTR_HTTP_RESEND_COUNT] = this.n;
     if (this.failed) {
-      span.setAttribute(ATTR_CLAIM_RECEIVED, this.received);
-      span.setAttribute(ATTR_RETRY_DECISION, this.decision);
+      attrs[ATTR_CLAIM_RECEIVED] = this.received;
+      attrs[ATTR_RETRY_DECISION] = this.decision;
     }
+    span.setAttributes(attrs);
   }
 
   /** Ends the logical call in the ledger with this attempt's outcome. */

@@ -192,8 +192,6 @@ class Attempt:
             span = trace.get_current_span()
         if not span.is_recording() or span.get_span_context().span_id == self.call.caller_span_id:
             return
-        if not self.failed and self.n == 0:
-            return
         attrs: dict[str, str | int] = {ATTR_RETRY_ATTEMPT: self.n}
         if self.n > 0 and self.call.http:
             attrs[ATTR_HTTP_RESEND_COUNT] = self.n

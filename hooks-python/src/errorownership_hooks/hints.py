@@ -6,7 +6,12 @@ answers the hooks' questions from the last good document, never waiting on
 a fetch.
 
     from errorownership_hooks.hints import HintClient
-    hints = HintClient.start("http://otel-collector:8889", "checkout")
+    hints = HintClient.start("http://otel-collector:4320", "checkout")
+
+(4320 is the hints extension's default port.) The fetches are made with
+``http.client`` under OpenTelemetry's instrumentation suppression (see
+``untraced``): a poll is never a span, whichever instrumentation is
+installed, and never the child of a caller's span.
 
 Poll again after the response's Cache-Control max-age, else the document's
 ttl_seconds, else 30 s, within [1 s, 10 min]; after a failure after 1 s,
@@ -21,7 +26,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import math
 import re
 import threading
 import time
@@ -30,6 +34,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
+
+from opentelemetry import context as otel_context
 
 from ._vocabulary import (
     EDGE_FIELD_CONFIDENCE,
@@ -358,6 +364,33 @@ class _State:
 # ---------------------------------------------------------------------------
 # The client
 
+# The keys every instrumentation of opentelemetry-python-contrib reads through
+# opentelemetry.instrumentation.utils.is_instrumentation_enabled() and
+# is_http_instrumentation_enabled() (urllib, urllib3, requests, httpx, aiohttp,
+# ...) and the SDK's exporters set for their own requests. Both live in
+# opentelemetry-api's context module (1.28 to now); "suppress_instrumentation"
+# is the plain spelling the utils still read for instrumentations older than
+# the keys. Taken from the API, so that the hooks need no
+# opentelemetry-instrumentation at run time.
+_SUPPRESS_KEYS = tuple(
+    k
+    for k in (
+        getattr(otel_context, "_SUPPRESS_INSTRUMENTATION_KEY", None),
+        getattr(otel_context, "_SUPPRESS_HTTP_INSTRUMENTATION_KEY", None),
+        "suppress_instrumentation",
+    )
+    if k is not None
+)
+
+
+def untraced() -> otel_context.Context:
+    """The context a poll runs in: empty (no caller's span to be the parent
+    of anything) with every instrumentation suppressed."""
+    ctx = otel_context.Context()
+    for k in _SUPPRESS_KEYS:
+        ctx = otel_context.set_value(k, True, ctx)
+    return ctx
+
 
 class HintClient:
     """Fetches one service's hints and answers mode() and budget_limits()
@@ -416,17 +449,21 @@ class HintClient:
 
     def refresh(self) -> tuple[float, Exception | None]:
         """Fetch once; return when to fetch again (seconds) and the error,
-        if the fetch gave no good hints."""
-        with self._lock:
-            try:
-                nxt = self._fetch()
-            except Exception as e:  # whatever the collector sends
-                self._failures += 1
-                self.last_error = e
-                return min(float(1 << min(self._failures - 1, 6)), MAX_ERROR_BACKOFF), e
-            self._failures = 0
-            self.last_error = None
-            return nxt, None
+        if the fetch gave no good hints. The fetch is never traced."""
+        token = otel_context.attach(untraced())
+        try:
+            with self._lock:
+                try:
+                    nxt = self._fetch()
+                except Exception as e:  # whatever the collector sends
+                    self._failures += 1
+                    self.last_error = e
+                    return min(float(1 << min(self._failures - 1, 6)), MAX_ERROR_BACKOFF), e
+                self._failures = 0
+                self.last_error = None
+                return nxt, None
+        finally:
+            otel_context.detach(token)
 
     def _fetch(self) -> float:
         deadline = time.monotonic() + self._timeout
@@ -502,6 +539,3 @@ def _remaining(deadline: float, conn: http.client.HTTPConnection) -> None:
         raise HintsError("fetch timed out")
     if conn.sock is not None:
         conn.sock.settimeout(left)
-
-
-_ = math

@@ -3,17 +3,20 @@
 """Server hooks for WSGI (Flask, Django, any WSGI app).
 
     from errorownership_hooks.wsgi import ErrorOwnershipMiddleware
-    app.wsgi_app = ErrorOwnershipMiddleware(app.wsgi_app, hints=hint_client)  # Flask
-    application = ErrorOwnershipMiddleware(get_wsgi_application())        # Django
+    hints = HintClient.start("http://otel-collector:4320", "checkout")
+    app.wsgi_app = ErrorOwnershipMiddleware(app.wsgi_app, hints=hints)           # Flask
+    application = ErrorOwnershipMiddleware(get_wsgi_application(), hints=hints)  # Django
 
 The middleware serves each request with a Ledger in the OpenTelemetry
 context, so the client hooks record the request's outbound calls, and sets
 ``Error-Claim`` on server-fault responses (5xx by default) in
 ``start_response``. A handler that set one clean ``claimed`` or
 ``unclaimed`` wins; anything else (a relayed callee's garbage) is replaced.
-``error_ownership.claim.sent`` and ``error_ownership.claim.reason`` go on the span current when the
-request came in: the server span under opentelemetry-instrumentation-wsgi
-or -flask (put this middleware inside theirs).
+``error_ownership.claim.sent`` and ``error_ownership.claim.reason`` go on
+the server span of opentelemetry-instrumentation-wsgi or -flask, with this
+middleware inside theirs or outside it (under opentelemetry-instrument,
+Flask's ``app.wsgi_app`` is already the instrumented one: wrap it). Without
+``hints`` every edge is unknown, so no error is claimed as coincidental.
 """
 
 from __future__ import annotations
