@@ -41,7 +41,8 @@ test: check-modules test-hooks
 ## hooks-deps: what the Java, Node.js and Python hooks build and test with (Maven, npm, pip), and what the polyglot chain's services run with (internal/e2e/polyglot/README.md): the hooks of each language, a Python venv, the Node.js packages, the Java classpath and the OpenTelemetry Java agent. Each is redone when what it is made from changes.
 HOOKS_DEPS := hooks-java/target/.deps hooks-node/build/.deps hooks-python/.venv/.deps \
 	internal/e2e/polyglot/python/.venv/.deps internal/e2e/polyglot/node/node_modules/.deps internal/e2e/polyglot/java/target/.deps \
-	internal/e2e/newcomer/python/.venv/.deps internal/e2e/newcomer/node/node_modules/.deps
+	internal/e2e/newcomer/python/.venv/.deps internal/e2e/newcomer/node/node_modules/.deps \
+	internal/e2e/newcomer/java/target/.deps
 hooks-deps: $(HOOKS_DEPS)
 
 # The Java hooks are installed in the local Maven repository, where the chain's Java service finds them.
@@ -83,6 +84,10 @@ internal/e2e/newcomer/node/node_modules/.deps: internal/e2e/newcomer/node/packag
 	touch $@
 internal/e2e/polyglot/java/target/.deps: internal/e2e/polyglot/java/pom.xml $(shell find internal/e2e/polyglot/java/src -type f 2>/dev/null) hooks-java/target/.deps
 	cd internal/e2e/polyglot/java && mvn -B -q -ntp package
+	touch $@
+# The newcomer test's Java service takes the hooks from the local Maven repository, as hooks-java/README.md says.
+internal/e2e/newcomer/java/target/.deps: internal/e2e/newcomer/java/pom.xml $(shell find internal/e2e/newcomer/java/src -type f 2>/dev/null) hooks-java/target/.deps
+	cd internal/e2e/newcomer/java && mvn -B -q -ntp package
 	touch $@
 
 ## test-hooks: the hooks of every language against the conformance vectors (conformance/), and their own tests: Go, Java, Node.js, Python

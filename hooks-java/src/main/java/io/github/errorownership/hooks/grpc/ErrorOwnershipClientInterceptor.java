@@ -303,7 +303,7 @@ public final class ErrorOwnershipClientInterceptor implements ClientInterceptor 
           }
         }
         if (!faults.contains(status.getCode())) {
-          state.succeeded(n, status.isOk() || n > 0 ? span : null);
+          state.succeeded(n, span);
           end();
           deliver(status, trailers);
           return;

@@ -6,13 +6,10 @@ import io.github.errorownership.hooks.BudgetLimits;
 import io.github.errorownership.hooks.HintSource;
 import io.github.errorownership.hooks.Mode;
 import io.github.errorownership.hooks.OwnershipNames;
-import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.net.SocketTimeoutException;
 import java.net.URI;
 import java.net.URLEncoder;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
-import java.net.http.HttpResponse;
-import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -22,13 +19,8 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionStage;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.Flow;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.function.LongSupplier;
+import javax.net.ssl.SSLSocketFactory;
 
 /**
  * Polls a collector for one service's ownership hints and answers the hooks from the last good
@@ -42,6 +34,10 @@ import java.util.function.LongSupplier;
  *
  * <p>{@link #mode} and {@link #budgetLimits} never wait on a fetch: they read the last good state
  * with one volatile read. {@link #start()} polls on a daemon thread; {@link #close()} stops it.
+ *
+ * <p>The polls are never spans: the client speaks HTTP/1.1 over a plain socket (TLS for https),
+ * which no OpenTelemetry instrumentation covers, so the Java agent at its default settings
+ * (java-http-client and http-url-connection instrumentation on) does not trace them.
  */
 public final class HintsClient implements HintSource, AutoCloseable {
   /** The polling interval when neither Cache-Control nor ttl_seconds gives one. */
@@ -61,7 +57,7 @@ public final class HintsClient implements HintSource, AutoCloseable {
 
   private final URI uri;
   private final String service;
-  private final HttpClient http;
+  private final PlainGet http;
   private final Map<String, List<String>> headers;
   private final LongSupplier nanoClock;
   private final long maxStaleNanos;
@@ -106,12 +102,7 @@ public final class HintsClient implements HintSource, AutoCloseable {
                 + URLEncoder.encode(b.service, StandardCharsets.UTF_8));
     this.service = b.service;
     this.http =
-        b.http != null
-            ? b.http
-            : HttpClient.newBuilder()
-                .connectTimeout(b.fetchTimeout)
-                .followRedirects(HttpClient.Redirect.NEVER)
-                .build();
+        new PlainGet(b.tls != null ? b.tls : (SSLSocketFactory) SSLSocketFactory.getDefault());
     this.headers = b.headers;
     this.nanoClock = b.nanoClock;
     this.maxStaleNanos = b.maxStale.toNanos();
@@ -154,6 +145,7 @@ public final class HintsClient implements HintSource, AutoCloseable {
       closed = true;
       t = poller;
     }
+    http.close();
     if (t != null) {
       t.interrupt();
     }
@@ -176,32 +168,26 @@ public final class HintsClient implements HintSource, AutoCloseable {
   }
 
   private Duration fetch() throws Exception {
-    HttpRequest.Builder rb =
-        HttpRequest.newBuilder(uri)
-            .GET()
-            .timeout(fetchTimeout)
-            .header("Accept", "application/json");
-    headers.forEach((k, vs) -> vs.forEach(v -> rb.header(k, v)));
+    Map<String, List<String>> h = new LinkedHashMap<>();
+    h.put("Accept", List.of("application/json"));
+    h.putAll(headers);
     State old = state;
     boolean revalidate = old != null && !etag.isEmpty();
     if (revalidate) {
-      rb.header("If-None-Match", etag);
+      h.put("If-None-Match", List.of(etag));
     }
-    CompletableFuture<HttpResponse<byte[]>> f =
-        http.sendAsync(rb.build(), info -> new Limited(MAX_BODY));
-    HttpResponse<byte[]> res;
+    PlainGet.Response res;
     try {
-      res = f.get(fetchTimeout.toNanos(), TimeUnit.NANOSECONDS);
-    } catch (TimeoutException e) {
-      f.cancel(true);
-      throw new Exception("hints: fetch timed out");
-    } catch (ExecutionException e) {
-      throw new Exception("hints: fetch failed: " + e.getCause());
+      res = http.get(uri, h, fetchTimeout.toNanos(), MAX_BODY);
+    } catch (SocketTimeoutException e) {
+      throw new Exception("hints: fetch timed out", e);
+    } catch (IOException e) {
+      throw new Exception("hints: fetch failed: " + e, e);
     }
-    int status = res.statusCode();
+    int status = res.status();
     if (status == 304 && revalidate) {
       state = new State(old.hints, old.index, nanoClock.getAsLong());
-      return pollAfter(res.headers().firstValue("Cache-Control"), old.hints);
+      return pollAfter(res.firstValue("Cache-Control"), old.hints);
     }
     if (status != 200) {
       throw new Exception("hints: status " + status);
@@ -210,13 +196,25 @@ public final class HintsClient implements HintSource, AutoCloseable {
     if (body == null) {
       throw new Exception("hints: body over " + MAX_BODY + " bytes");
     }
-    Hints h = Hints.parse(new String(body, StandardCharsets.UTF_8), service);
-    state = new State(h, new Index(h.edges()), nanoClock.getAsLong());
-    etag = res.headers().firstValue("ETag").orElse("");
-    if (etag.length() > MAX_ETAG) {
+    Hints parsed = Hints.parse(new String(body, StandardCharsets.UTF_8), service);
+    state = new State(parsed, new Index(parsed.edges()), nanoClock.getAsLong());
+    etag = res.firstValue("ETag").orElse("");
+    // Sent back as a header: only what a header may hold, and not too much of it.
+    if (etag.length() > MAX_ETAG || !headerValue(etag)) {
       etag = "";
     }
-    return pollAfter(res.headers().firstValue("Cache-Control"), h);
+    return pollAfter(res.firstValue("Cache-Control"), parsed);
+  }
+
+  /** Visible ASCII, space and tab only: nothing that could end the header line or the request. */
+  static boolean headerValue(String v) {
+    for (int i = 0; i < v.length(); i++) {
+      char c = v.charAt(i);
+      if ((c < 0x20 && c != '\t') || c >= 0x7f) {
+        return false;
+      }
+    }
+    return true;
   }
 
   private static Duration pollAfter(Optional<String> cacheControl, Hints h) {
@@ -296,57 +294,6 @@ public final class HintsClient implements HintSource, AutoCloseable {
   public Optional<Hints> hints() {
     State st = current();
     return st == null ? Optional.empty() : Optional.of(st.hints);
-  }
-
-  /** A body subscriber that gives null past its limit. */
-  private static final class Limited implements HttpResponse.BodySubscriber<byte[]> {
-    private final int limit;
-    private final ByteArrayOutputStream out = new ByteArrayOutputStream();
-    private final CompletableFuture<byte[]> result = new CompletableFuture<>();
-    private Flow.Subscription sub;
-
-    Limited(int limit) {
-      this.limit = limit;
-    }
-
-    @Override
-    public CompletionStage<byte[]> getBody() {
-      return result;
-    }
-
-    @Override
-    public void onSubscribe(Flow.Subscription s) {
-      sub = s;
-      s.request(Long.MAX_VALUE);
-    }
-
-    @Override
-    public void onNext(List<ByteBuffer> items) {
-      if (result.isDone()) {
-        return;
-      }
-      for (ByteBuffer b : items) {
-        int n = b.remaining();
-        if (out.size() + n > limit) {
-          result.complete(null);
-          sub.cancel();
-          return;
-        }
-        byte[] a = new byte[n];
-        b.get(a);
-        out.write(a, 0, n);
-      }
-    }
-
-    @Override
-    public void onError(Throwable t) {
-      result.completeExceptionally(t);
-    }
-
-    @Override
-    public void onComplete() {
-      result.complete(out.toByteArray());
-    }
   }
 
   /** Finds the edges a hook's question is about. */
@@ -446,7 +393,7 @@ public final class HintsClient implements HintSource, AutoCloseable {
   public static final class Builder {
     private final String baseUrl;
     private final String service;
-    private HttpClient http;
+    private SSLSocketFactory tls;
     private final Map<String, List<String>> headers = new LinkedHashMap<>();
     private LongSupplier nanoClock = System::nanoTime;
     private Duration maxStale = DEFAULT_MAX_STALE;
@@ -457,14 +404,28 @@ public final class HintsClient implements HintSource, AutoCloseable {
       this.service = service;
     }
 
-    /** Fetches with {@code http} (for TLS with a private CA, a proxy…). */
-    public Builder setHttpClient(HttpClient http) {
-      this.http = http;
+    /**
+     * Makes https connections with {@code tls} (e.g. {@code sslContext.getSocketFactory()} for a
+     * private CA or a client certificate); default: the JDK's default {@code SSLSocketFactory}.
+     */
+    public Builder setSslSocketFactory(SSLSocketFactory tls) {
+      this.tls = tls;
       return this;
     }
 
-    /** Sends {@code name: value} with every fetch, e.g. {@code Authorization: Bearer …}. */
+    /**
+     * Sends {@code name: value} with every fetch, e.g. {@code Authorization: Bearer …}.
+     *
+     * @throws IllegalArgumentException if name is not an HTTP token or value holds a control
+     *     character
+     */
     public Builder addHeader(String name, String value) {
+      if (name.isEmpty() || !name.chars().allMatch(Builder::tokenChar)) {
+        throw new IllegalArgumentException("hints: not a header name: " + name);
+      }
+      if (!headerValue(value)) {
+        throw new IllegalArgumentException("hints: control character in the value of " + name);
+      }
       headers.computeIfAbsent(name.toLowerCase(Locale.ROOT), k -> new ArrayList<>()).add(value);
       return this;
     }
@@ -485,6 +446,10 @@ public final class HintsClient implements HintSource, AutoCloseable {
     public Builder setNanoClock(LongSupplier nanoClock) {
       this.nanoClock = nanoClock;
       return this;
+    }
+
+    private static boolean tokenChar(int c) {
+      return c > 0x20 && c < 0x7f && "\"(),/:;<=>?@[\\]{}".indexOf(c) < 0;
     }
 
     /** Returns the client; it does not fetch until {@link #refresh()} or {@link #start()}. */

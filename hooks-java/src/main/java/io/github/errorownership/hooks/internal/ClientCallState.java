@@ -59,9 +59,8 @@ public final class ClientCallState {
 
   /** The attempt succeeded (or failed as the caller's fault): the call ends. */
   public void succeeded(int attempt, Span span) {
-    if (attempt > 0) {
-      annotate(span, attempt, Claim.MISSING, RetryDecision.NONE);
-    }
+    // The first attempt too: a span without its attempt number reads as one made outside the hooks.
+    annotate(span, attempt, Claim.MISSING, RetryDecision.NONE);
     if (ledger != null) {
       ledger.end(call, Outcome.succeeded(peer, peerOperation));
     }

@@ -42,7 +42,9 @@ import java.util.function.IntPredicate;
  *
  * <p>On {@link Span#current()} (the server span, under the OpenTelemetry Java agent or a servlet
  * instrumentation filter placed before this one) it sets {@code error_ownership.claim.sent} and
- * {@code error_ownership.claim.reason}.
+ * {@code error_ownership.claim.reason} once, from the decision the response went out with: at the
+ * end of the chain, or, on a request that went asynchronous, at the first decision (the span may
+ * end before the filter hears of the response's completion).
  */
 public final class ErrorOwnershipFilter implements Filter {
 
@@ -90,6 +92,8 @@ public final class ErrorOwnershipFilter implements Filter {
     } finally {
       if (!request.isAsyncStarted()) {
         wrapped.finish();
+      } else {
+        wrapped.annotateOnce();
       }
     }
   }
@@ -102,6 +106,12 @@ public final class ErrorOwnershipFilter implements Filter {
 
     /** The value the filter itself set, or null. */
     private String ours;
+
+    /** What the span is to carry: the last decision, a Claim or a Verdict; null if none. */
+    private Object decision;
+
+    /** Whether the span has it: each attribute is set once, however often the filter decides. */
+    private boolean annotated;
 
     ClaimingResponse(HttpServletResponse r, HttpServletRequest request, Ledger ledger, Span span) {
       super(r);
@@ -174,6 +184,20 @@ public final class ErrorOwnershipFilter implements Filter {
       if (!isCommitted() && fault.test(currentStatus())) {
         decide();
       }
+      annotateOnce();
+    }
+
+    /** Puts the decision on the span, the first time only. */
+    void annotateOnce() {
+      if (annotated || decision == null) {
+        return;
+      }
+      annotated = true;
+      if (decision instanceof Claim own) {
+        ServerRules.annotate(span, own);
+      } else if (decision instanceof Verdict v) {
+        ServerRules.annotate(span, v);
+      }
     }
 
     private void decide() {
@@ -185,7 +209,7 @@ public final class ErrorOwnershipFilter implements Filter {
         Claim own = Claim.parse(list);
         if (own != Claim.MISSING) {
           ours = null;
-          ServerRules.annotate(span, own);
+          record(own);
           return;
         }
       }
@@ -195,7 +219,14 @@ public final class ErrorOwnershipFilter implements Filter {
       Verdict v = ledger.decide(modes, code == 504);
       ours = v.claim().wireName();
       setHeader(OwnershipNames.HTTP_CLAIM_HEADER, ours);
-      ServerRules.annotate(span, v);
+      record(v);
+    }
+
+    private void record(Object d) {
+      decision = d;
+      if (request.isAsyncStarted()) {
+        annotateOnce();
+      }
     }
   }
 

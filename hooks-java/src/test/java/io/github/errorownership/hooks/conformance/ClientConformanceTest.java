@@ -9,6 +9,7 @@ import io.github.errorownership.hooks.Vectors;
 import io.github.errorownership.hooks.httpclient.ErrorOwnershipHttpClient;
 import io.github.errorownership.hooks.okhttp.ErrorOwnershipInterceptor;
 import io.github.errorownership.hooks.testing.ScriptedCallee;
+import io.github.errorownership.hooks.testing.SetOnce;
 import io.github.errorownership.hooks.testing.SpanCheck;
 import io.opentelemetry.api.trace.SpanKind;
 import io.opentelemetry.sdk.testing.junit5.OpenTelemetryExtension;
@@ -52,7 +53,7 @@ class ClientConformanceTest {
     try (ScriptedCallee callee = new ScriptedCallee(Vectors.list(c, "responses"))) {
       HttpClient client =
           ErrorOwnershipHttpClient.builder(HttpClient.newHttpClient())
-              .setOpenTelemetry(otel.getOpenTelemetry())
+              .setOpenTelemetry(SetOnce.wrap(otel.getOpenTelemetry()))
               .setMaxAttempts((int) Vectors.lng(c, "max_attempts", 3))
               .setBackoff(Duration.ofNanos(1), Duration.ofNanos(1))
               .setBudget(budget(c))
@@ -78,7 +79,7 @@ class ClientConformanceTest {
           new OkHttpClient.Builder()
               .addInterceptor(
                   ErrorOwnershipInterceptor.builder()
-                      .setOpenTelemetry(otel.getOpenTelemetry())
+                      .setOpenTelemetry(SetOnce.wrap(otel.getOpenTelemetry()))
                       .setMaxAttempts((int) Vectors.lng(c, "max_attempts", 3))
                       .setBackoff(Duration.ofNanos(1), Duration.ofNanos(1))
                       .setBudget(budget(c))

@@ -13,6 +13,7 @@ import io.github.errorownership.hooks.grpc.ErrorOwnershipClientInterceptor;
 import io.github.errorownership.hooks.grpc.ErrorOwnershipServerInterceptor;
 import io.github.errorownership.hooks.testing.GrpcServerSpan;
 import io.github.errorownership.hooks.testing.GrpcTesting;
+import io.github.errorownership.hooks.testing.SetOnce;
 import io.github.errorownership.hooks.testing.SpanCheck;
 import io.grpc.CallOptions;
 import io.grpc.ManagedChannel;
@@ -75,7 +76,7 @@ class GrpcConformanceTest {
     Server server = GrpcTesting.serve(callee);
     ErrorOwnershipClientInterceptor.Builder b =
         ErrorOwnershipClientInterceptor.builder()
-            .setOpenTelemetry(otel.getOpenTelemetry())
+            .setOpenTelemetry(SetOnce.wrap(otel.getOpenTelemetry()))
             .setMaxAttempts((int) Vectors.lng(c, "max_attempts", 3))
             .setBackoff(Duration.ofNanos(1), Duration.ofNanos(1));
     if (c.containsKey("budget")) {
@@ -161,7 +162,7 @@ class GrpcConformanceTest {
                 out.onError(Status.fromCode(code).asRuntimeException(trailers));
               },
               ErrorOwnershipServerInterceptor.builder().setHints(hints).build(),
-              new GrpcServerSpan(otel.getOpenTelemetry()));
+              new GrpcServerSpan(SetOnce.wrap(otel.getOpenTelemetry())));
       caller = GrpcTesting.channel(front);
       Result r = call(caller);
       Map<String, Object> want = Vectors.map(c, "want");

@@ -13,6 +13,7 @@ import io.github.errorownership.hooks.servlet.ErrorOwnershipFilter;
 import io.github.errorownership.hooks.testing.JettyServer;
 import io.github.errorownership.hooks.testing.ScriptedCallee;
 import io.github.errorownership.hooks.testing.ServerSpanFilter;
+import io.github.errorownership.hooks.testing.SetOnce;
 import io.github.errorownership.hooks.testing.SpanCheck;
 import io.opentelemetry.api.trace.SpanKind;
 import io.opentelemetry.sdk.testing.junit5.OpenTelemetryExtension;
@@ -106,7 +107,7 @@ class ServerConformanceTest {
     try (JettyServer server =
         new JettyServer(
             handler,
-            new ServerSpanFilter(otel.getOpenTelemetry()),
+            new ServerSpanFilter(SetOnce.wrap(otel.getOpenTelemetry())),
             ErrorOwnershipFilter.builder().setHints(hints).build())) {
       HttpResponse<String> res =
           HttpClient.newHttpClient()

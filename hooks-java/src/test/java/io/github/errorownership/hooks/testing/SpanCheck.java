@@ -12,6 +12,7 @@ import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 
 /** Compares the hooks' attributes on spans with a vector's want. */
 public final class SpanCheck {
@@ -37,19 +38,31 @@ public final class SpanCheck {
     return out;
   }
 
-  /** Every key of keys: the span has it with want's value if want has it, and lacks it if not. */
+  /**
+   * The hooks' attributes on span (those named in keys, and any other error_ownership.* one) are
+   * exactly want's, each was set once (the spans come from {@link SetOnce#wrap}; a second set fails
+   * even with the same value), and the span dropped none.
+   */
   public static void check(
       String what, SpanData span, Map<String, Object> want, List<String> keys) {
-    for (String k : keys) {
-      Object got =
-          span.getAttributes().asMap().entrySet().stream()
-              .filter(e -> e.getKey().getKey().equals(k))
-              .map(Map.Entry::getValue)
-              .findFirst()
-              .orElse(null);
-      Object w = Vectors.plain(want.get(k));
-      assertEquals(w, got, what + ": " + k);
-    }
+    Map<String, Object> got = new TreeMap<>();
+    span.getAttributes()
+        .forEach(
+            (k, v) -> {
+              if (keys.contains(k.getKey()) || k.getKey().startsWith("error_ownership.")) {
+                got.put(k.getKey(), v);
+              }
+            });
+    Map<String, Object> w = new TreeMap<>();
+    want.forEach((k, v) -> w.put(k, Vectors.plain(v)));
+    assertEquals(w, got, what + ": the hooks' attributes");
+    Map<String, Integer> sets = SetOnce.sets(span);
+    sets.values().removeIf(n -> n == 1);
+    assertEquals(Map.of(), sets, what + ": attributes set more than once on " + span.getName());
+    assertEquals(
+        span.getAttributes().size(),
+        span.getTotalAttributeCount(),
+        what + ": dropped attributes on " + span.getName());
   }
 
   public static AttributeKey<String> key(String k) {
