@@ -38,7 +38,7 @@ test: check-modules test-hooks
 	cd internal/e2e && $(GO) test -count=1 -timeout 30m ./...
 	cd bench && $(GO) test -count=1 ./...
 
-## hooks-deps: what the Java, Node.js and Python hooks build and test with (Maven, npm, pip), and what the polyglot chain's services run with (internal/e2e/polyglot/README.md): the hooks of each language, a Python venv, the Node.js packages, the Java classpath and the OpenTelemetry Java agent. Each is redone when what it is made from changes.
+## hooks-deps: what the Java, Node.js and Python hooks build and test with (Maven, npm, pip), and what the polyglot chain's services (internal/e2e/polyglot/README.md) and the newcomer tests' services (internal/e2e/newcomer_test.go, installed from the packed hooks as each README says) run with: the hooks of each language, a Python venv, the Node.js packages, the Java classpath and the OpenTelemetry Java agent. Each is redone when what it is made from changes.
 HOOKS_DEPS := hooks-java/target/.deps hooks-node/build/.deps hooks-python/.venv/.deps \
 	internal/e2e/polyglot/python/.venv/.deps internal/e2e/polyglot/node/node_modules/.deps internal/e2e/polyglot/java/target/.deps \
 	internal/e2e/newcomer/python/.venv/.deps internal/e2e/newcomer/node/node_modules/.deps \
