@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """A Starlette service with the ASGI hooks (README: "ASGI"); FastAPI's
-add_middleware is Starlette's. GET /work/{id}?fail=1 answers 500, which
-the hooks claim. Run with `python asgi_starlette.py` (uvicorn) and
+add_middleware is Starlette's. GET /work/{id}?fail=1 answers 500, and
+?raise=1 raises (Starlette answers 500): the hooks claim both. Run with `python asgi_starlette.py` (uvicorn) and
 HINTS_URL, OTEL_SERVICE_NAME set."""
 
 import os
@@ -18,6 +18,8 @@ from errorownership_hooks.hints import HintClient
 async def work(request: Request) -> Response:
     if request.query_params.get("fail"):
         return PlainTextResponse("failed\n", status_code=500)
+    if request.query_params.get("raise"):
+        raise RuntimeError("failed")
     return PlainTextResponse(f"item {request.path_params['id']}\n")
 
 

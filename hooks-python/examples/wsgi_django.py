@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """A Django service in one module, its wsgi.py included (README: "WSGI").
-GET /work/<id>?fail=1 answers 500, which the hooks claim. Serve
+GET /work/<id>?fail=1 answers 500, and ?raise=1 raises (Django answers
+500): the hooks claim both. Serve
 `wsgi_django:application` with any WSGI server, HINTS_URL and
 OTEL_SERVICE_NAME set."""
 
@@ -24,6 +25,8 @@ settings.configure(
 def work(request: HttpRequest, id: str) -> HttpResponse:
     if request.GET.get("fail"):
         return HttpResponse("failed\n", status=500)
+    if request.GET.get("raise"):
+        raise RuntimeError("failed")
     return HttpResponse(f"item {id}\n")
 
 

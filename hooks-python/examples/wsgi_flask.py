@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """A Flask service with the WSGI hooks (README: "WSGI"). GET
-/work/<id>?fail=1 answers 500, which the hooks claim. Run with
+/work/<id>?fail=1 answers 500, and ?raise=1 raises (Flask answers
+500): the hooks claim both. Run with
 `python wsgi_flask.py` and HINTS_URL, OTEL_SERVICE_NAME set."""
 
 import os
@@ -18,6 +19,8 @@ app = Flask(__name__)
 def work(id: str) -> tuple[str, int]:
     if request.args.get("fail"):
         return "failed\n", 500
+    if request.args.get("raise"):
+        raise RuntimeError("failed")
     return f"item {id}\n", 200
 
 

@@ -151,7 +151,9 @@ def serve_wsgi(app: Callable[[Examples], Any]) -> Callable[[Examples, str], tupl
 def serve_asgi(examples: Examples, path: str) -> tuple[int, dict[str, str]]:
     async def get() -> httpx.Response:
         app = AsgiInstrumentation(examples.get("asgi_starlette").app)
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://127.0.0.1") as client:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app, raise_app_exceptions=False), base_url="http://127.0.0.1"
+        ) as client:
             return await client.get(path)
 
     r = asyncio.run(get())
@@ -174,6 +176,7 @@ OWN_FAILURE = {CLAIM_SENT: "claimed", CLAIM_REASON: "own"}
         for name, path, status, claim, attrs in [
             ("success, no claim", "/work/7", 200, None, {}),
             ("own failure claimed", "/work/7?fail=1", 500, "claimed", OWN_FAILURE),
+            ("a handler that raised: own failure claimed", "/work/7?raise=1", 500, "claimed", OWN_FAILURE),
         ]
     ],
 )
@@ -269,3 +272,14 @@ def test_grpc_example(
     assert client_attempts(spans) == attempts
     sent = [hook_attrs(s).get(CLAIM_SENT) for s in server_spans(spans)]
     assert sent == [claim] * len(attempts)
+
+
+def test_asgi_raising_twice(examples: Examples, spans: InMemorySpanExporter) -> None:
+    # The hooks answer an exception with a 500 of their own: each answer is
+    # decided afresh, not the claim the one before it carried.
+    for _ in range(2):
+        status, headers = serve_asgi(examples, "/work/7?raise=1")
+        assert (status, headers.get("error-claim")) == (500, "claimed")
+        (span,) = server_spans(spans)
+        assert hook_attrs(span) == OWN_FAILURE
+        spans.clear()

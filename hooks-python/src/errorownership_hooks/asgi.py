@@ -11,7 +11,10 @@ context and sets ``Error-Claim`` on server-fault responses (5xx by default)
 in their ``http.response.start`` message. A handler that set one clean
 claim wins; anything else is replaced. ``error_ownership.claim.sent`` and
 ``error_ownership.claim.reason`` go on the span current when the request came in:
-the server span under opentelemetry-instrumentation-asgi or -fastapi.
+the server span under opentelemetry-instrumentation-asgi or -fastapi. An
+exception out of the app, before any response, is answered with a claimed
+500 here and raised again, since Starlette's own 500 for it would be sent
+outside the middleware, unclaimed.
 """
 
 from __future__ import annotations
@@ -36,6 +39,13 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _CLAIM_KEY = HTTP_CLAIM_HEADER.lower().encode()
+# What Starlette's ServerErrorMiddleware answers an exception with.
+_ERROR_START: Message = {
+    "type": "http.response.start",
+    "status": 500,
+    "headers": [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", b"21")],
+}
+_ERROR_BODY: Message = {"type": "http.response.body", "body": b"Internal Server Error"}
 
 
 def asgi_operation(scope: Scope) -> str:
@@ -86,9 +96,12 @@ class ErrorOwnershipMiddleware:
             return
         ledger = Ledger()
         span = trace.get_current_span()
+        started = False
 
         async def hooked_send(message: Message) -> None:
+            nonlocal started
             if message.get("type") == "http.response.start":
+                started = True
                 # The server span, also where the instrumentation runs
                 # outside the middleware (see wsgi).
                 current = trace.get_current_span()
@@ -99,6 +112,17 @@ class ErrorOwnershipMiddleware:
         var_token = LEDGER_VAR.set(ledger)
         try:
             await self.app(scope, receive, hooked_send)
+        except Exception:
+            # Starlette's ServerErrorMiddleware, outside every middleware
+            # added with add_middleware, would answer this 500 itself,
+            # past the hooks and without a claim. Answer it here, claimed
+            # by the rules, and re-raise for the server to log: it sends
+            # nothing once a response has started.
+            if not started:
+                # Copies: the hooks add their header to the message.
+                await hooked_send(dict(_ERROR_START))
+                await hooked_send(dict(_ERROR_BODY))
+            raise
         finally:
             LEDGER_VAR.reset(var_token)
             otel_context.detach(token)
