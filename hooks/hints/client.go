@@ -96,10 +96,12 @@ type state struct {
 type Option func(*Client)
 
 // WithHTTPClient makes the Client fetch with hc (default: a client with a
-// 5 s timeout): a collector serving hints over TLS with a certificate of a
-// private CA needs one whose Transport trusts it (TLSClientConfig.RootCAs).
-// Whatever hc's timeout, a fetch also ends after the fetch timeout
-// (WithFetchTimeout).
+// 5 s timeout and a transport of its own): a collector serving hints over
+// TLS with a certificate of a private CA needs one whose Transport trusts
+// it (TLSClientConfig.RootCAs). Whatever hc's timeout, a fetch also ends
+// after the fetch timeout (WithFetchTimeout). Give it a transport without
+// otelhttp: a traced poll is a trace of its own, which the analysis counts
+// as the service's.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = hc } }
 
 // WithHeader makes the Client send the header name: value with every
@@ -129,6 +131,25 @@ func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = n
 // silence (default DefaultMaxStale).
 func WithMaxStale(d time.Duration) Option { return func(c *Client) { c.maxStale = d } }
 
+// newTransport returns a transport with http.DefaultTransport's settings
+// that is not http.DefaultTransport: a service that traces every call by
+// setting http.DefaultTransport = otelhttp.NewTransport(…) would otherwise
+// trace each poll too.
+func newTransport() http.RoundTripper {
+	if t, ok := http.DefaultTransport.(*http.Transport); ok {
+		return t.Clone()
+	}
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          100,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
 // New returns a Client for service's hints at baseURL (e.g.
 // "http://otel-collector:4320"). It does not fetch; call Run or Refresh,
 // or use Start.
@@ -136,7 +157,7 @@ func New(baseURL, service string, opts ...Option) *Client {
 	c := &Client{
 		url:      strings.TrimSuffix(baseURL, "/") + ownership.HintsPath + "?service=" + url.QueryEscape(service),
 		service:  service,
-		http:     &http.Client{Timeout: 5 * time.Second},
+		http:     &http.Client{Timeout: 5 * time.Second, Transport: newTransport()},
 		now:      time.Now,
 		maxStale: DefaultMaxStale,
 		timeout:  DefaultFetchTimeout,
