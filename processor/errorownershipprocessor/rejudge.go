@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package errorownershipprocessor // import "github.com/errorownership/errorownership/processor/errorownershipprocessor"
+
+import (
+	"context"
+	"time"
+
+	"github.com/errorownership/errorownership/dependencyanalysis"
+)
+
+// heldRequest is a held failed request and the bucket its trace was counted
+// in, by generation: its final verdict is counted in that bucket.
+type heldRequest struct {
+	dependencyanalysis.Held
+	gen uint64
+}
+
+// statsOf returns the statistics a final verdict of generation gen is
+// counted in: the worker's own for the bucket being filled, else the late
+// ones of gen's bucket, flushed at the next flush. It needs w.mu.
+func (w *worker) statsOf(gen uint64) *dependencyanalysis.Stats {
+	if gen == w.gen {
+		return w.stats
+	}
+	w.lateMu.Lock()
+	defer w.lateMu.Unlock()
+	s := w.late[gen]
+	if s == nil {
+		s = w.p.newStats()
+		w.late[gen] = s
+	}
+	return s
+}
+
+// rejudge judges the held requests again by modes, and counts those whose
+// edges now have a mode, those held since before agedBefore, and, when
+// final, all: the verdicts each final and counted once. It returns how
+// many it counted for each cause and verdict.
+func (w *worker) rejudge(modes dependencyanalysis.Modes, agedBefore time.Time, final bool) (settled, aged int64, kinds [4]int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kept := w.held[:0]
+	for i := range w.held {
+		h := &w.held[i]
+		v, ok := h.Rejudge(modes)
+		switch {
+		case ok:
+			settled++
+		case final || h.At.Before(agedBefore):
+			aged++
+		default:
+			kept = append(kept, *h)
+			continue
+		}
+		w.statsOf(h.gen).AddHeld(&h.Held, &v)
+		w.p.countedHeld(&h.Held, &v)
+		kinds[v.Kind]++
+	}
+	clear(w.held[len(kept):])
+	w.held = kept
+	return settled, aged, kinds
+}
+
+// rejudge judges every worker's held requests again, counting the final
+// ones in the worker's statistics before they are swapped out; final
+// counts them all, as shutdown must.
+func (p *ownershipProcessor) rejudge(final bool) {
+	if p.maxHeld == 0 {
+		return
+	}
+	modes := p.edges.Modes()
+	agedBefore := time.Now().Add(-p.maxAge)
+	var settled, aged int64
+	var kinds [4]int64
+	for _, w := range p.workers {
+		s, a, k := w.rejudge(modes, agedBefore, final)
+		settled, aged = settled+s, aged+a
+		for i, n := range k {
+			kinds[i] += n
+		}
+	}
+	ctx := context.Background()
+	tb := p.telemetry
+	for k, n := range kinds {
+		if n > 0 {
+			tb.ProcessorErrorownershipVerdicts.Add(ctx, n, p.verdictAttrs[k])
+		}
+	}
+	if settled > 0 {
+		tb.ProcessorErrorownershipVerdictsRejudged.Add(ctx, settled, p.rejudgedSettled)
+	}
+	if aged > 0 {
+		cause := p.rejudgedAged
+		if final {
+			cause = p.rejudgedShutdown
+		}
+		tb.ProcessorErrorownershipVerdictsRejudged.Add(ctx, aged, cause)
+	}
+}
