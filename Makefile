@@ -220,7 +220,8 @@ fuzz:
 MDATAGEN := bin/mdatagen
 METADATA_YAML := processor/errorownershipprocessor/metadata.yaml \
 	connector/errorownershipconnector/metadata.yaml \
-	extension/errorownershiphintsextension/metadata.yaml
+	extension/errorownershiphintsextension/metadata.yaml \
+	extension/errorownershipstoreextension/metadata.yaml
 
 .PHONY: generate-metadata
 ## generate-metadata: the collector components' generated files from each metadata.yaml by mdatagen: internal/metadata*, generated_*_test.go, documentation.md, the README status blocks (make lint checks they are current)

@@ -17,8 +17,8 @@ import (
 	"github.com/errorownership/errorownership/internal/configcheck"
 )
 
-// Config configures the store. The processor embeds it under the key
-// "store", so its field tags are collector configuration keys.
+// Config configures the store. The errorownership_store extension embeds
+// it, so its field tags are collector configuration keys.
 type Config struct {
 	// DSN is the PostgreSQL connection string, as a URL
 	// (postgres://user@host:5432/db) or keyword/value pairs. Empty uses the
@@ -89,34 +89,34 @@ func DefaultConfig() Config {
 // and the fix. Errors never include a password.
 func (c *Config) Validate() error {
 	var errs []error
-	if err := CheckDSN("store.dsn", c.DSN); err != nil {
+	if err := CheckDSN("dsn", c.DSN); err != nil {
 		errs = append(errs, err)
 	}
 	if c.MaxPendingRows < 1 {
-		errs = append(errs, fmt.Errorf("store.max_pending_rows: %d must be at least 1, such as 1000000", c.MaxPendingRows))
+		errs = append(errs, fmt.Errorf("max_pending_rows: %d must be at least 1, such as 1000000", c.MaxPendingRows))
 	}
 	if c.Retention < 0 {
-		errs = append(errs, fmt.Errorf("store.retention: %v must not be negative; use 0 to keep everything", c.Retention))
+		errs = append(errs, fmt.Errorf("retention: %v must not be negative; use 0 to keep everything", c.Retention))
 	} else if c.Retention > 0 && c.Retention < 24*time.Hour {
-		errs = append(errs, fmt.Errorf("store.retention: %v is shorter than the daily partitions; use at least 24h, or 0 to keep everything%s", c.Retention, configcheck.BareNumber(c.Retention, "720h")))
+		errs = append(errs, fmt.Errorf("retention: %v is shorter than the daily partitions; use at least 24h, or 0 to keep everything%s", c.Retention, configcheck.BareNumber(c.Retention, "720h")))
 	}
 	switch {
 	case c.Bucket < minBucket:
-		errs = append(errs, configcheck.TooShort("store.bucket", c.Bucket, minBucket, "1m"))
+		errs = append(errs, configcheck.TooShort("bucket", c.Bucket, minBucket, "1m"))
 	case c.Bucket > time.Hour || (24*time.Hour)%c.Bucket != 0:
-		errs = append(errs, fmt.Errorf("store.bucket: %v must divide a day and be at most 1h, such as 1m or 5m", c.Bucket))
+		errs = append(errs, fmt.Errorf("bucket: %v must divide a day and be at most 1h, such as 1m or 5m", c.Bucket))
 	}
 	if c.AuditPerServicePerMinute < 0 {
-		errs = append(errs, fmt.Errorf("store.audit_per_service_per_minute: %d must not be negative; use 0 for no limit", c.AuditPerServicePerMinute))
+		errs = append(errs, fmt.Errorf("audit_per_service_per_minute: %d must not be negative; use 0 for no limit", c.AuditPerServicePerMinute))
 	}
 	if c.ModelRefresh < minModelRefresh {
-		errs = append(errs, configcheck.TooShort("store.model_refresh", c.ModelRefresh, minModelRefresh, "10s"))
+		errs = append(errs, configcheck.TooShort("model_refresh", c.ModelRefresh, minModelRefresh, "10s"))
 	}
 	if c.WriteTimeout < minWriteTimeout {
-		errs = append(errs, configcheck.TooShort("store.write_timeout", c.WriteTimeout, minWriteTimeout, "1m"))
+		errs = append(errs, configcheck.TooShort("write_timeout", c.WriteTimeout, minWriteTimeout, "1m"))
 	}
 	if c.ShutdownTimeout < minShutdownTimeout {
-		errs = append(errs, configcheck.TooShort("store.shutdown_timeout", c.ShutdownTimeout, minShutdownTimeout, "5s"))
+		errs = append(errs, configcheck.TooShort("shutdown_timeout", c.ShutdownTimeout, minShutdownTimeout, "5s"))
 	}
 	return errors.Join(errs...)
 }

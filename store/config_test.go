@@ -56,7 +56,7 @@ func TestDSNErrorsHidePasswords(t *testing.T) {
 			t.Errorf("Validate accepted %q", dsn)
 			continue
 		}
-		if msg := err.Error(); strings.Contains(msg, "s3cr3t") || strings.Contains(msg, "othersecret") || !strings.Contains(msg, "store.dsn") {
+		if msg := err.Error(); strings.Contains(msg, "s3cr3t") || strings.Contains(msg, "othersecret") || !strings.Contains(msg, "dsn") {
 			t.Errorf("Validate(%q) = %q: shows the password or does not name the key", dsn, msg)
 		}
 		if _, err := Open(context.Background(), cfg); err == nil || strings.Contains(err.Error(), "s3cr3t") {
@@ -76,31 +76,31 @@ func TestConfigValidate(t *testing.T) {
 		{"keep forever", func(c *Config) { c.Retention = 0 }, "", ""},
 		{"no audit limit", func(c *Config) { c.AuditPerServicePerMinute = 0 }, "", ""},
 		{"five-minute buckets", func(c *Config) { c.Bucket = 5 * time.Minute }, "", ""},
-		{"no pending rows", func(c *Config) { c.MaxPendingRows = 0 }, "store.max_pending_rows", ""},
-		{"negative retention", func(c *Config) { c.Retention = -time.Hour }, "store.retention", ""},
-		{"retention under a day", func(c *Config) { c.Retention = time.Hour }, "store.retention", ""},
-		{"tiny bucket", func(c *Config) { c.Bucket = time.Millisecond }, "store.bucket", ""},
-		{"bucket not dividing a day", func(c *Config) { c.Bucket = 7 * time.Minute }, "store.bucket", ""},
-		{"bucket over an hour", func(c *Config) { c.Bucket = 2 * time.Hour }, "store.bucket", ""},
-		{"negative audit limit", func(c *Config) { c.AuditPerServicePerMinute = -1 }, "store.audit_per_service_per_minute", ""},
-		{"model read back too often", func(c *Config) { c.ModelRefresh = 5 * time.Millisecond }, "store.model_refresh", "5ms must be at least 1s, such as 10s"},
-		{"no write timeout", func(c *Config) { c.WriteTimeout = 0 }, "store.write_timeout", "must be positive, such as 1m"},
-		{"bad dsn", func(c *Config) { c.DSN = "port=notaport" }, "store.dsn", ""},
+		{"no pending rows", func(c *Config) { c.MaxPendingRows = 0 }, "max_pending_rows", ""},
+		{"negative retention", func(c *Config) { c.Retention = -time.Hour }, "retention", ""},
+		{"retention under a day", func(c *Config) { c.Retention = time.Hour }, "retention", ""},
+		{"tiny bucket", func(c *Config) { c.Bucket = time.Millisecond }, "bucket", ""},
+		{"bucket not dividing a day", func(c *Config) { c.Bucket = 7 * time.Minute }, "bucket", ""},
+		{"bucket over an hour", func(c *Config) { c.Bucket = 2 * time.Hour }, "bucket", ""},
+		{"negative audit limit", func(c *Config) { c.AuditPerServicePerMinute = -1 }, "audit_per_service_per_minute", ""},
+		{"model read back too often", func(c *Config) { c.ModelRefresh = 5 * time.Millisecond }, "model_refresh", "5ms must be at least 1s, such as 10s"},
+		{"no write timeout", func(c *Config) { c.WriteTimeout = 0 }, "write_timeout", "must be positive, such as 1m"},
+		{"bad dsn", func(c *Config) { c.DSN = "port=notaport" }, "dsn", ""},
 		{"shutdown timeout of a second", func(c *Config) { c.ShutdownTimeout = time.Second }, "", ""},
 		// A bare number is read as nanoseconds: every duration key says so.
-		{"bare retention", func(c *Config) { c.Retention = 720 }, "store.retention",
+		{"bare retention", func(c *Config) { c.Retention = 720 }, "retention",
 			"720ns is shorter than the daily partitions; use at least 24h, or 0 to keep everything; a bare number is read as nanoseconds; write a unit, such as 720h"},
-		{"bare bucket", func(c *Config) { c.Bucket = 60 }, "store.bucket",
+		{"bare bucket", func(c *Config) { c.Bucket = 60 }, "bucket",
 			"60ns must be at least 1s; a bare number is read as nanoseconds; write a unit, such as 1m"},
-		{"bare model refresh", func(c *Config) { c.ModelRefresh = 10 }, "store.model_refresh",
+		{"bare model refresh", func(c *Config) { c.ModelRefresh = 10 }, "model_refresh",
 			"10ns must be at least 1s; a bare number is read as nanoseconds; write a unit, such as 10s"},
-		{"bare write timeout", func(c *Config) { c.WriteTimeout = 60 }, "store.write_timeout",
+		{"bare write timeout", func(c *Config) { c.WriteTimeout = 60 }, "write_timeout",
 			"60ns must be at least 1s; a bare number is read as nanoseconds; write a unit, such as 1m"},
-		{"write timeout under a second", func(c *Config) { c.WriteTimeout = 10 * time.Millisecond }, "store.write_timeout", "10ms must be at least 1s, such as 1m"},
-		{"no shutdown timeout", func(c *Config) { c.ShutdownTimeout = 0 }, "store.shutdown_timeout", "0s must be positive, such as 5s"},
-		{"bare shutdown timeout", func(c *Config) { c.ShutdownTimeout = 5 }, "store.shutdown_timeout",
+		{"write timeout under a second", func(c *Config) { c.WriteTimeout = 10 * time.Millisecond }, "write_timeout", "10ms must be at least 1s, such as 1m"},
+		{"no shutdown timeout", func(c *Config) { c.ShutdownTimeout = 0 }, "shutdown_timeout", "0s must be positive, such as 5s"},
+		{"bare shutdown timeout", func(c *Config) { c.ShutdownTimeout = 5 }, "shutdown_timeout",
 			"5ns must be at least 100ms; a bare number is read as nanoseconds; write a unit, such as 5s"},
-		{"shutdown timeout too short", func(c *Config) { c.ShutdownTimeout = 10 * time.Millisecond }, "store.shutdown_timeout", "10ms must be at least 100ms, such as 5s"},
+		{"shutdown timeout too short", func(c *Config) { c.ShutdownTimeout = 10 * time.Millisecond }, "shutdown_timeout", "10ms must be at least 100ms, such as 5s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -63,7 +63,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	dsn := string(cfg.DSN)
 	pcfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("store.dsn: %s cannot be parsed (%s)", redactDSN(dsn), parseProblem(dsn, err))
+		return nil, fmt.Errorf("dsn: %s cannot be parsed (%s)", redactDSN(dsn), parseProblem(dsn, err))
 	}
 	if _, ok := pcfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		// So that pg_stat_activity shows who holds a connection.

@@ -41,7 +41,7 @@ const pointElsewhere = "point errorownership at the collector's database with --
 func (f *storeFlags) open(ctx context.Context) (*store.Store, error) {
 	st, err := store.OpenDSN(ctx, f.dsn)
 	if err != nil {
-		return nil, fmt.Errorf("--dsn: %s", strings.TrimPrefix(err.Error(), "store.dsn: "))
+		return nil, fmt.Errorf("--dsn: %s", strings.TrimPrefix(err.Error(), "dsn: "))
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()

@@ -5,17 +5,18 @@ package errorownershipconnector // import "github.com/errorownership/errorowners
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/errorownership/errorownership/internal/configcheck"
 	"github.com/errorownership/errorownership/internal/configkeys"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor"
-	"github.com/errorownership/errorownership/store"
 )
 
 // The aggregation_temporality values: spanmetrics' spelling is accepted
@@ -48,24 +49,9 @@ type Config struct {
 	// itself, by the analysis keys below.
 	Processor *component.ID `mapstructure:"processor"`
 
-	// The analysis keys, the processor's (its README), for a connector
-	// that analyses the spans itself.
-
-	// DecisionWait is how long a trace must go without a new span before it
-	// is analysed.
-	DecisionWait time.Duration `mapstructure:"decision_wait"`
-	// MaxTraces and MaxSpans bound the traces and spans held waiting.
-	MaxTraces int `mapstructure:"max_traces"`
-	MaxSpans  int `mapstructure:"max_spans"`
-	// NumWorkers is the number of buffer shards, each analysed by its own
-	// goroutine; 0 is one per CPU.
-	NumWorkers int `mapstructure:"num_workers"`
-	// FlushInterval is how often the analysis hands on its figures.
-	FlushInterval time.Duration `mapstructure:"flush_interval"`
-	// EngineConfig holds the classification, edge_model and attributes keys.
-	errorownershipprocessor.EngineConfig `mapstructure:",squash"`
-	// Rejudge bounds the failed requests held to be judged again.
-	Rejudge errorownershipprocessor.RejudgeConfig `mapstructure:"rejudge"`
+	// AnalysisConfig holds the analysis keys, the processor's (its
+	// README), for a connector that analyses the spans itself.
+	errorownershipprocessor.AnalysisConfig `mapstructure:",squash"`
 
 	// AggregationTemporality is cumulative or delta.
 	AggregationTemporality string `mapstructure:"aggregation_temporality"`
@@ -118,11 +104,19 @@ type ExemplarsConfig struct {
 	_ struct{}
 }
 
-// analysisKeys are the keys of the connector's own analysis.
-var analysisKeys = []string{
-	"decision_wait", "max_traces", "max_spans", "num_workers", "flush_interval",
-	"classification", "edge_model", "attributes", "rejudge",
-}
+// analysisKeys are the keys of the connector's own analysis, read off the
+// analysis configuration's type.
+var analysisKeys = func() []string {
+	keys, _ := configkeys.Keys(reflect.TypeOf(errorownershipprocessor.AnalysisConfig{}))
+	var top []string
+	for _, k := range keys {
+		k, _, _ = strings.Cut(k, ".")
+		if !slices.Contains(top, k) {
+			top = append(top, k)
+		}
+	}
+	return top
+}()
 
 var (
 	_ component.Config    = (*Config)(nil)
@@ -153,7 +147,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: the spans are analysed by processor %s, by its own keys; set %s there, or remove processor: to have the connector analyse them itself", k, c.Processor, k))
 		}
 	} else {
-		errs = append(errs, c.analysis().Validate())
+		errs = append(errs, c.Check())
 	}
 	switch c.AggregationTemporality {
 	case Cumulative, Delta, spanmetricsCumulative, spanmetricsDelta:
@@ -189,17 +183,7 @@ func (c *Config) temporality() pmetric.AggregationTemporality {
 }
 
 // analysis is the processor configuration of the connector's own analysis:
-// the processor's keys, with neither a store nor hints, whose figures only
-// the connector reads.
+// its analysis keys, without hints, whose figures only the connector reads.
 func (c *Config) analysis() *errorownershipprocessor.Config {
-	pc := errorownershipprocessor.NewFactory().CreateDefaultConfig().(*errorownershipprocessor.Config)
-	pc.DecisionWait = c.DecisionWait
-	pc.MaxTraces = c.MaxTraces
-	pc.MaxSpans = c.MaxSpans
-	pc.NumWorkers = c.NumWorkers
-	pc.FlushInterval = c.FlushInterval
-	pc.EngineConfig = c.EngineConfig
-	pc.Rejudge = c.Rejudge
-	pc.Store = configoptional.None[store.Config]()
-	return pc
+	return &errorownershipprocessor.Config{AnalysisConfig: c.AnalysisConfig}
 }

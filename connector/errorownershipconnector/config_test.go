@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/errorownership/errorownership/connector/errorownershipconnector/internal/metadata"
+	"github.com/errorownership/errorownership/extension/errorownershipstoreextension"
 	"github.com/errorownership/errorownership/internal/configkeys/configkeystest"
 )
 
@@ -61,6 +62,17 @@ func TestLoadConfig(t *testing.T) {
 				"decision_wait: the spans are analysed by processor errorownership, by its own keys; set decision_wait there, or remove processor: to have the connector analyse them itself",
 				"edge_model: the spans are analysed by processor errorownership, by its own keys; set edge_model there",
 			},
+		},
+		{
+			name: "its own analysis writing to a store", id: component.NewIDWithName(metadata.Type, "own_analysis_with_store"),
+			want: func(c *Config) {
+				c.Store = errorownershipstoreextension.NewRef(component.MustNewID("errorownership_store"))
+			},
+			temporality: pmetric.AggregationTemporalityCumulative,
+		},
+		{
+			name: "a store beside a processor", id: component.NewIDWithName(metadata.Type, "store_beside"),
+			errs: []string{"store: the spans are analysed by processor errorownership, by its own keys; set store there"},
 		},
 		{
 			name: "the analysis keys, as the processor checks them", id: component.NewIDWithName(metadata.Type, "bad_analysis"),

@@ -24,15 +24,8 @@ func NewFactory() connector.Factory {
 
 // createDefaultConfig gives the analysis keys the processor's defaults.
 func createDefaultConfig() component.Config {
-	pc := errorownershipprocessor.NewFactory().CreateDefaultConfig().(*errorownershipprocessor.Config)
 	return &Config{
-		DecisionWait:           pc.DecisionWait,
-		MaxTraces:              pc.MaxTraces,
-		MaxSpans:               pc.MaxSpans,
-		NumWorkers:             pc.NumWorkers,
-		FlushInterval:          pc.FlushInterval,
-		EngineConfig:           pc.EngineConfig,
-		Rejudge:                pc.Rejudge,
+		AnalysisConfig:         errorownershipprocessor.DefaultAnalysisConfig(),
 		AggregationTemporality: Cumulative,
 		MetricsFlushInterval:   defaultMetricsFlushInterval,
 		Cardinality:            CardinalityConfig{MaxSeriesPerMetric: defaultMaxSeriesPerMetric, MaxSeriesPerService: defaultMaxSeriesPerService},

@@ -9,15 +9,12 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/confighttp"
-	"go.opentelemetry.io/collector/config/configopaque"
-	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/confmap"
 
-	"github.com/errorownership/errorownership/dependencyanalysis"
+	"github.com/errorownership/errorownership/extension/errorownershipstoreextension"
 	"github.com/errorownership/errorownership/internal/configcheck"
 	"github.com/errorownership/errorownership/internal/configkeys"
 	"github.com/errorownership/errorownership/ownership"
-	"github.com/errorownership/errorownership/store"
 )
 
 // defaultEndpoint is where the hints are served by default: the loopback
@@ -31,9 +28,8 @@ const defaultRefresh = time.Second
 // Bounds of the duration keys: below them a value is a mistake, most often
 // a bare number, which the collector reads as nanoseconds.
 const (
-	minTTL          = time.Second
-	minRefresh      = 100 * time.Millisecond
-	minModelRefresh = time.Second
+	minTTL     = time.Second
+	minRefresh = 100 * time.Millisecond
 )
 
 // Config configures the errorownership_hints extension.
@@ -50,44 +46,13 @@ type Config struct {
 	Refresh time.Duration `mapstructure:"refresh"`
 	// RetryBudget is the budget every service is told to keep.
 	RetryBudget ownership.RetryBudget `mapstructure:"retry_budget"`
-	// Store, when set, serves the model merged in this PostgreSQL store
-	// from every analysis collector's flushes, rather than the model of a
-	// processor in this collector.
-	Store configoptional.Optional[StoreConfig] `mapstructure:"store"`
+	// Store, when set, names the errorownership_store extension whose
+	// merged model is served, rather than the model of a processor in this
+	// collector.
+	Store *errorownershipstoreextension.Ref `mapstructure:"store"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
-}
-
-// StoreConfig is the store the hints are read from: the keys of a reader,
-// not the writer's (the processor's store section has those).
-type StoreConfig struct {
-	// DSN is the PostgreSQL connection string, as a URL
-	// (postgres://user@host:5432/db) or keyword/value pairs; empty uses the
-	// PG* environment variables. A password is best given by PGPASSWORD or
-	// ~/.pgpass; one written here is masked wherever the configuration is
-	// shown.
-	DSN configopaque.String `mapstructure:"dsn"`
-	// ModelRefresh is how often the merged model is read.
-	ModelRefresh time.Duration `mapstructure:"model_refresh"`
-	// EdgeModel judges the merged counts into modes: it must match the
-	// analysis collectors' processor edge_model section.
-	EdgeModel dependencyanalysis.ModelConfig `mapstructure:"edge_model"`
-}
-
-// storeConfig returns the store's configuration for reading.
-func (c *StoreConfig) storeConfig() store.Config {
-	sc := store.DefaultConfig()
-	sc.DSN = c.DSN
-	sc.ModelRefresh = c.ModelRefresh
-	return sc
-}
-
-func defaultStoreConfig() StoreConfig {
-	return StoreConfig{
-		ModelRefresh: store.DefaultConfig().ModelRefresh,
-		EdgeModel:    dependencyanalysis.DefaultConfig().EdgeModel,
-	}
 }
 
 func createDefaultConfig() component.Config {
@@ -98,7 +63,6 @@ func createDefaultConfig() component.Config {
 		TTL:          30 * time.Second,
 		Refresh:      defaultRefresh,
 		RetryBudget:  ownership.DefaultRetryBudget(),
-		Store:        configoptional.Default(defaultStoreConfig()),
 	}
 }
 
@@ -134,19 +98,10 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("retry_budget.min_retries_per_second: %v must be between 0 and %d, such as 10",
 			m, ownership.MaxMinRetriesPerSecond))
 	}
-	if sc := c.Store.Get(); sc != nil {
-		// refresh would be accepted and do nothing: the store's model is
-		// read every model_refresh.
-		if c.Refresh != defaultRefresh {
-			errs = append(errs, fmt.Errorf("refresh: %v applies only without a store; with a store section the model is read every store.model_refresh (%v): set that instead, or remove refresh", c.Refresh, sc.ModelRefresh))
-		}
-		if err := store.CheckDSN("store.dsn", sc.DSN); err != nil {
-			errs = append(errs, err)
-		}
-		if sc.ModelRefresh < minModelRefresh {
-			errs = append(errs, configcheck.TooShort("store.model_refresh", sc.ModelRefresh, minModelRefresh, "10s"))
-		}
-		errs = append(errs, sc.EdgeModel.Check("store.edge_model"))
+	// refresh would be accepted and do nothing: the store's model is read
+	// every model_refresh of the store extension.
+	if c.Store != nil && c.Refresh != defaultRefresh {
+		errs = append(errs, fmt.Errorf("refresh: %v applies only without a store; with store the model is read every model_refresh of %s: set that instead, or remove refresh", c.Refresh, c.Store))
 	}
 	return errors.Join(errs...)
 }

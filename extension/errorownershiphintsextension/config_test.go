@@ -11,11 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/confighttp"
-	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
 	"github.com/errorownership/errorownership/extension/errorownershiphintsextension/internal/metadata"
+	"github.com/errorownership/errorownership/extension/errorownershipstoreextension"
 	"github.com/errorownership/errorownership/internal/configkeys/configkeystest"
 	"github.com/errorownership/errorownership/ownership"
 )
@@ -40,11 +40,7 @@ func TestLoadConfig(t *testing.T) {
 				c.NetAddr.Endpoint = "0.0.0.0:4320"
 				c.TTL = time.Minute
 				c.RetryBudget = ownership.RetryBudget{Ratio: 0.2, MinRetriesPerSecond: 5}
-				sc := defaultStoreConfig()
-				sc.DSN = "postgres://hints@db.internal:5432/errorownership"
-				sc.ModelRefresh = 30 * time.Second
-				sc.EdgeModel.MinSamples, sc.EdgeModel.HalfLife = 50, 5*time.Minute
-				c.Store = configoptional.Some(sc)
+				c.Store = errorownershipstoreextension.NewRef(component.MustNewID("errorownership_store"))
 				return c
 			},
 		},
@@ -68,24 +64,15 @@ func TestLoadConfig(t *testing.T) {
 			},
 		},
 		{
-			name: "store keys", id: component.NewIDWithName(metadata.Type, "bad_store"),
-			errs: []string{
-				"store.dsn: (unparseable dsn) cannot be parsed",
-				"store.model_refresh: 10ns must be at least 1s; a bare number is read as nanoseconds; write a unit, such as 10s",
-				"store.edge_model.min_samples: 0 must be at least 1",
-				"store.edge_model.half_life: 500ms must be 0 (observations never fade) or at least 1s, such as 10m",
-			},
+			// The form before the store extension: its keys are read
+			// only to say where they went.
+			name: "a store section", id: component.NewIDWithName(metadata.Type, "store_section"),
+			errs: []string{"store: the store is configured once, in an errorownership_store extension, and named here by its ID: move dsn, edge_model, model_refresh under extensions: errorownership_store:"},
 		},
 		{
 			// With a store, refresh would do nothing.
 			name: "refresh with a store", id: component.NewIDWithName(metadata.Type, "refresh_with_store"),
-			errs: []string{"refresh: 5s applies only without a store; with a store section the model is read every store.model_refresh (10s): set that instead, or remove refresh"},
-		},
-		{
-			// A reader has no retention: that is the processor's store
-			// section, and accepting it here would hide the mistake.
-			name: "a writer's key in the store section", id: component.NewIDWithName(metadata.Type, "writer_keys_in_store"),
-			unmarshalErr: "retention",
+			errs: []string{"refresh: 5s applies only without a store; with store the model is read every model_refresh of errorownership_store/hints: set that instead, or remove refresh"},
 		},
 		{
 			name: "misspelt keys, ours and confighttp's", id: component.NewIDWithName(metadata.Type, "misspelt"),
@@ -123,7 +110,7 @@ func TestCreateDefaultConfig(t *testing.T) {
 	assert.Equal(t, 30*time.Second, cfg.TTL)
 	assert.Equal(t, time.Second, cfg.Refresh)
 	assert.Equal(t, ownership.DefaultRetryBudget(), cfg.RetryBudget)
-	assert.False(t, cfg.Store.HasValue(), "the processor's model until a store section is given")
+	assert.Nil(t, cfg.Store, "the processor's model until store names a store")
 	require.NoError(t, cfg.Validate())
 }
 

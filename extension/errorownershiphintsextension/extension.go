@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension"
+	"go.opentelemetry.io/collector/extension/extensioncapabilities"
 	"go.uber.org/zap"
 
 	"github.com/errorownership/errorownership/internal/edges"
@@ -29,8 +30,7 @@ type hintsExtension struct {
 	logger *zap.Logger
 
 	server *hintsserver.Server
-	store  *store.Store
-	model  *edges.Store // with a store section
+	model  *edges.Store // with a store
 	status *status.Reporter
 
 	mu    sync.Mutex
@@ -39,34 +39,43 @@ type hintsExtension struct {
 }
 
 var (
-	_ extension.Extension  = (*hintsExtension)(nil)
-	_ hintsserver.Registry = (*hintsExtension)(nil)
+	_ extension.Extension             = (*hintsExtension)(nil)
+	_ extensioncapabilities.Dependent = (*hintsExtension)(nil)
+	_ hintsserver.Registry            = (*hintsExtension)(nil)
 )
+
+// Dependencies has the collector start the store extension first, and
+// shut it down after this one.
+func (e *hintsExtension) Dependencies() []component.ID {
+	if e.cfg.Store == nil {
+		return nil
+	}
+	return []component.ID{e.cfg.Store.ID()}
+}
 
 func newHintsExtension(set extension.Settings, cfg *Config) *hintsExtension {
 	return &hintsExtension{cfg: cfg, set: set, logger: set.Logger}
 }
 
-// Start opens the store, if any, starts reading its model in the
+// Start finds the store extension, if any, starts reading its model in the
 // background, and listens. A database that is down or refuses the
 // password does not fail Start: the extension reports a recoverable error
 // and answers 503 until the model can be read.
 func (e *hintsExtension) Start(ctx context.Context, host component.Host) error {
 	e.status = status.New(host)
-	if sc := e.cfg.Store.Get(); sc != nil {
-		st, err := store.Open(ctx, sc.storeConfig())
+	if e.cfg.Store != nil {
+		ext, err := e.cfg.Store.Lookup(host)
 		if err != nil {
 			return err
 		}
-		e.store = st
-		e.model = edges.NewStore(st, sc.EdgeModel, nil, nil, sc.ModelRefresh, e.logger)
+		e.model = ext.Model(nil, nil)
 		e.model.OnRead(func(err error) { e.status.Set("reading the edge model from the store", err) })
 		e.model.Start()
-		e.logger.Info("Serving ownership hints from the edge model merged in the store", zap.Stringer("store", st))
+		e.logger.Info("Serving ownership hints from the edge model merged in the store", zap.Stringer("store", ext.Store()))
 	}
 	e.server = hintsserver.New(e.cfg.ServerConfig, e.cfg.TTL, e.cfg.RetryBudget, e, e.logger)
 	if err := e.server.Start(ctx, host, e.set.TelemetrySettings); err != nil {
-		e.closeStore()
+		e.stopModel()
 		return err
 	}
 	return nil
@@ -86,16 +95,13 @@ func (e *hintsExtension) Shutdown(ctx context.Context) error {
 		err = e.server.Shutdown(sctx)
 		cancel()
 	}
-	e.closeStore()
+	e.stopModel()
 	return err
 }
 
-func (e *hintsExtension) closeStore() {
+func (e *hintsExtension) stopModel() {
 	if e.model != nil {
 		e.model.Shutdown()
-	}
-	if e.store != nil {
-		e.store.Close()
 	}
 }
 
@@ -117,7 +123,7 @@ func (e *hintsExtension) View(ctx context.Context) (*edges.View, error) {
 // called.
 func (e *hintsExtension) ServeModelOf(id component.ID, v edges.Viewer) (stop func(), err error) {
 	if e.model != nil {
-		return nil, fmt.Errorf("hints_extension: %s serves the edge model merged in its store; remove hints_extension from %s, or the store section from %s",
+		return nil, fmt.Errorf("hints_extension: %s serves the edge model merged in its store; remove hints_extension from %s, or store from %s",
 			e.set.ID, id, e.set.ID)
 	}
 	e.mu.Lock()

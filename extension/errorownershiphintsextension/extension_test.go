@@ -5,6 +5,7 @@ package errorownershiphintsextension
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net"
 	"net/http"
 	"testing"
@@ -14,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/extension/extensiontest"
 
+	"github.com/errorownership/errorownership/extension/errorownershipstoreextension"
 	"github.com/errorownership/errorownership/internal/edges"
 	"github.com/errorownership/errorownership/internal/hintsserver"
 	"github.com/errorownership/errorownership/internal/portlock"
@@ -25,7 +26,7 @@ import (
 
 // start runs the extension on a free loopback port and returns it and the
 // endpoint's base URL.
-func start(t *testing.T, mutate func(*Config)) (*hintsExtension, string) {
+func start(t *testing.T, mutate func(*Config), exts ...extensionHost) (*hintsExtension, string) {
 	t.Helper()
 	// Reserved until the test ends: the extension binds the endpoint it is
 	// configured with, and another test process must not bind it first.
@@ -43,9 +44,33 @@ func start(t *testing.T, mutate func(*Config)) (*hintsExtension, string) {
 	set.ID = component.NewID(NewFactory().Type())
 	ext, err := NewFactory().Create(context.Background(), set, cfg)
 	require.NoError(t, err)
-	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
+	host := extensionHost{}
+	for _, e := range exts {
+		maps.Copy(host, e)
+	}
+	require.NoError(t, ext.Start(context.Background(), host))
 	t.Cleanup(func() { require.NoError(t, ext.Shutdown(context.Background())) })
 	return ext.(*hintsExtension), "http://" + addr
+}
+
+// extensionHost is a collector host with extensions.
+type extensionHost map[component.ID]component.Component
+
+func (h extensionHost) GetExtensions() map[component.ID]component.Component { return h }
+
+// startStore starts an errorownership_store extension on a database that
+// is not there (the pool does not connect until asked), as the collector
+// starts it before the extensions that depend on it.
+func startStore(t *testing.T, id component.ID) extensionHost {
+	t.Helper()
+	f := errorownershipstoreextension.NewFactory()
+	cfg := f.CreateDefaultConfig().(*errorownershipstoreextension.Config)
+	cfg.DSN = "host=/nonexistent dbname=x user=x"
+	ext, err := f.Create(context.Background(), extensiontest.NewNopSettings(f.Type()), cfg)
+	require.NoError(t, err)
+	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, ext.Shutdown(context.Background())) })
+	return extensionHost{id: ext}
 }
 
 func get(t *testing.T, base, service string) (int, ownership.Hints) {
@@ -99,13 +124,39 @@ func TestServesTheModelOfTheProcessorThatNamesIt(t *testing.T) {
 }
 
 func TestWithAStoreServesNoProcessorsModel(t *testing.T) {
-	ext, _ := start(t, func(c *Config) {
-		sc := defaultStoreConfig()
-		sc.DSN = "host=/nonexistent dbname=x user=x"
-		c.Store = configoptional.Some(sc)
-	})
+	id := component.MustNewID("errorownership_store")
+	ext, _ := start(t, func(c *Config) { c.Store = errorownershipstoreextension.NewRef(id) }, startStore(t, id))
+	assert.Equal(t, []component.ID{id}, ext.Dependencies(), "the collector starts the store first")
 	_, err := ext.ServeModelOf(component.MustNewID("errorownership"), &fixedModel{})
-	require.EqualError(t, err, "hints_extension: errorownership_hints serves the edge model merged in its store; remove hints_extension from errorownership, or the store section from errorownership_hints")
+	require.EqualError(t, err, "hints_extension: errorownership_hints serves the edge model merged in its store; remove hints_extension from errorownership, or store from errorownership_hints")
+}
+
+// TestStoreNotThere: a store key naming no store extension, or another
+// kind of extension, fails Start, naming the fix.
+func TestStoreNotThere(t *testing.T) {
+	id := component.MustNewIDWithName("errorownership_store", "x")
+	tests := []struct {
+		name string
+		host extensionHost
+		want string
+	}{
+		{"absent", extensionHost{}, "store: no extension errorownership_store/x in this collector; configure it under extensions and list it in service.extensions"},
+		{"another kind", extensionHost{id: struct {
+			component.StartFunc
+			component.ShutdownFunc
+		}{}}, "store: errorownership_store/x is not an errorownership_store extension"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := createDefaultConfig().(*Config)
+			cfg.NetAddr.Endpoint = "127.0.0.1:0"
+			cfg.Store = errorownershipstoreextension.NewRef(id)
+			ext, err := NewFactory().Create(context.Background(), extensiontest.NewNopSettings(NewFactory().Type()), cfg)
+			require.NoError(t, err)
+			require.EqualError(t, ext.Start(context.Background(), tt.host), tt.want)
+			require.NoError(t, ext.Shutdown(context.Background()))
+		})
+	}
 }
 
 func TestPortTaken(t *testing.T) {

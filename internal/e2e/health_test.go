@@ -40,11 +40,12 @@ extensions:
       status:
         enabled: true
         path: /health/status
+  errorownership_store:
+    dsn: '%[5]s'
+    model_refresh: 1s
   errorownership_hints:
     endpoint: %[4]s
-    store:
-      dsn: '%[5]s'
-      model_refresh: 1s
+    store: errorownership_store
 receivers:
   otlp:
     protocols:
@@ -54,14 +55,12 @@ processors:
   errorownership:
     decision_wait: 300ms
     flush_interval: 1s
-    store:
-      dsn: '%[5]s'
-      model_refresh: 1s
+    store: errorownership_store
 exporters:
   debug:
     verbosity: basic
 service:
-  extensions: [health_check, healthcheckv2, errorownership_hints]
+  extensions: [health_check, healthcheckv2, errorownership_store, errorownership_hints]
 %[6]s
   pipelines:
     traces:

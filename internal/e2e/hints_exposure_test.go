@@ -248,8 +248,7 @@ func TestHintsWithTheDatabaseDown(t *testing.T) {
 			s := newSecureHints(t)
 			// model_refresh bounds how long a hints request waits for a
 			// database that does not answer.
-			section := storeProcessor(dsn) + "\n      model_refresh: 1s\n" + s.section
-			c := startCollectorWith(t, bin, section, s.auth, s.ext)
+			c := startCollectorWith(t, bin, storeProcessor+"\n"+s.section, storeExtension(dsn, "    model_refresh: 1s"), s.auth, s.ext)
 			res, body, err := fetch(t, s.httpClient(), s.base, "Bearer "+testToken)
 			require.NoError(t, err)
 			assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode, "%s", body)

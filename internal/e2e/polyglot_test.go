@@ -112,7 +112,7 @@ func TestPolyglotChain(t *testing.T) {
 
 	dsn := pgtest.Start(t).DSN()
 	hintsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	col := startCollectorWith(t, collectorBin, shopProcessor+fmt.Sprintf(shopStore, dsn),
+	col := startCollectorWith(t, collectorBin, shopProcessor+shopStore, shopStoreExtension(dsn),
 		extension{id: "errorownership_hints", config: fmt.Sprintf("    endpoint: %s\n    ttl: 2s\n    retry_budget:\n      ratio: 0.1\n      min_retries_per_second: 0", hintsAddr)})
 	hintsURL := "http://" + hintsAddr
 	otlp, common := col.httpAddr, []string{"HINTS_URL=" + hintsURL}

@@ -94,7 +94,7 @@ func TestPrometheusDashboards(t *testing.T) {
 		Name: "collector", HealthAddr: healthAddr, MetricsAddr: fmt.Sprintf("127.0.0.1:%d", metricsPort),
 		Configs: []string{filepath.Join(repoRoot, "testdata", "otelcol-config-prometheus.yaml"),
 			// The hints are read back from the store every second, not ten.
-			"yaml:processors::errorownership::store::model_refresh: 1s"},
+			"yaml:extensions::errorownership_store::model_refresh: 1s"},
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() {

@@ -214,7 +214,7 @@ func TestCollectorRestartSoak(t *testing.T) {
 			l := newLoad(t)
 			stored, lostBefore := 0, 0
 			for i := range restarts {
-				c := startCollectorWith(t, bin, storeProcessor(dsn))
+				c := storeCollector(t, bin, dsn)
 				stop := make(chan struct{})
 				done := make(chan struct{})
 				go func() {
@@ -264,7 +264,7 @@ func TestCollectorRestartSoak(t *testing.T) {
 
 			// The last collector, stopped gracefully once the load ends:
 			// what it was sent is stored exactly once.
-			c := startCollectorWith(t, bin, storeProcessor(dsn))
+			c := storeCollector(t, bin, dsn)
 			stop := make(chan struct{})
 			go func() {
 				time.Sleep(phase)

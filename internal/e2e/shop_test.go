@@ -30,18 +30,21 @@ import (
 )
 
 // shopProcessor is the README's errorownership section, with the timings
-// of a test that lasts seconds; shopStore its store section.
+// of a test that lasts seconds; shopStore the line that names the store
+// (shopStoreExtension).
 const (
 	shopProcessor = `    decision_wait: 1s
     flush_interval: 1s
     hints_extension: errorownership_hints`
 	shopStore = `
-    store:
-      dsn: %q
-      bucket: 1s
-      model_refresh: 1s
-      audit_per_service_per_minute: 0`
+    store: errorownership_store`
 )
+
+// shopStoreExtension is the README's errorownership_store extension on
+// dsn, with the timings of a test that lasts seconds.
+func shopStoreExtension(dsn string) extension {
+	return extension{id: "errorownership_store", config: fmt.Sprintf("    dsn: %q\n    bucket: 1s\n    model_refresh: 1s\n    audit_per_service_per_minute: 0", dsn)}
+}
 
 // shopHints is the README's errorownership_hints extension.
 func shopHints(addr string) extension {
@@ -134,12 +137,14 @@ func TestShopEndToEnd(t *testing.T) {
 func shopEndToEnd(t *testing.T, collectorBin, shopBin string, withStore bool) {
 	dir := t.TempDir()
 	section, dsn := shopProcessor, ""
+	hintsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	exts := []extension{shopHints(hintsAddr)}
 	if withStore {
 		dsn = pgtest.Start(t).DSN()
-		section += fmt.Sprintf(shopStore, dsn)
+		section += shopStore
+		exts = append(exts, shopStoreExtension(dsn))
 	}
-	hintsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	col := startCollectorWith(t, collectorBin, section, shopHints(hintsAddr))
+	col := startCollectorWith(t, collectorBin, section, exts...)
 	otlpAddr := col.httpAddr
 	hintsURL := "http://" + hintsAddr
 
@@ -346,7 +351,7 @@ func replayToReplicas(t *testing.T, bin, captured string) string {
 	require.NotEmpty(t, batches)
 	slices.SortStableFunc(batches, func(a, b batch) int { return a.at.Compare(b.at) })
 	start := func() *collector {
-		return startCollectorWith(t, bin, shopProcessor+fmt.Sprintf(shopStore, dsn), shopHints(fmt.Sprintf("127.0.0.1:%d", freePort(t))))
+		return startCollectorWith(t, bin, shopProcessor+shopStore, shopStoreExtension(dsn), shopHints(fmt.Sprintf("127.0.0.1:%d", freePort(t))))
 	}
 	// Replica 1 is restarted halfway as a rolling restart does it: a new
 	// instance starts and takes every trace that begins from then on, the

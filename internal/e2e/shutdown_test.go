@@ -33,13 +33,27 @@ const (
 	flushInterval = time.Second
 )
 
-// storeProcessor is the errorownership section writing to dsn.
-func storeProcessor(dsn string) string {
-	return fmt.Sprintf(`    decision_wait: %v
+// storeProcessor is the errorownership section writing to the store
+// (storeExtension).
+var storeProcessor = fmt.Sprintf(`    decision_wait: %v
     flush_interval: %v
-    store:
-      dsn: '%s'
-      shutdown_timeout: %v`, decisionWait, flushInterval, strings.ReplaceAll(dsn, "'", "''"), shutdownTimeout)
+    store: errorownership_store`, decisionWait, flushInterval)
+
+// storeExtension is the errorownership_store extension on dsn, with the
+// tests' shutdown_timeout and the keys given (indented by four spaces).
+func storeExtension(dsn string, keys ...string) extension {
+	config := fmt.Sprintf("    dsn: '%s'\n    shutdown_timeout: %v", strings.ReplaceAll(dsn, "'", "''"), shutdownTimeout)
+	for _, k := range keys {
+		config += "\n" + k
+	}
+	return extension{id: "errorownership_store", config: config}
+}
+
+// storeCollector starts the collector with the errorownership section
+// writing to dsn, and the extensions given.
+func storeCollector(t *testing.T, bin, dsn string, extensions ...extension) *collector {
+	t.Helper()
+	return startCollectorWith(t, bin, storeProcessor, append([]extension{storeExtension(dsn)}, extensions...)...)
 }
 
 // sendTraces posts the chain scenario's traces over OTLP/HTTP, stamped
@@ -105,7 +119,7 @@ func TestCollectorStopsWithTheDatabaseUnreachable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := startCollectorWith(t, bin, storeProcessor(tt.dsn(t)))
+			c := storeCollector(t, bin, tt.dsn(t))
 			sendTraces(t, c, 1)
 			require.Eventually(t, func() bool { return tt.ready(c) }, time.Minute, 50*time.Millisecond, "a flush stuck on the database")
 			took, log := terminate(t, c, time.Minute)
@@ -148,7 +162,7 @@ func TestCollectorStopsWithTheSchemaDropped(t *testing.T) {
 			defer cancel()
 			dsn, err := cluster.CreateDatabase(ctx, fmt.Sprintf("schema_dropped_%d", i))
 			require.NoError(t, err)
-			c := startCollectorWith(t, bin, storeProcessor(dsn+" password="+testPassword))
+			c := storeCollector(t, bin, dsn+" password="+testPassword)
 			sendTraces(t, c, 1)
 			require.Eventually(t, func() bool {
 				return c.metric(t, "otelcol_processor_errorownership_store_flushes", `outcome="written"`) >= 1

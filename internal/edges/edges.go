@@ -407,3 +407,6 @@ func (m *Store) key(e *store.EdgeEstimate) (dependencyanalysis.EdgeKey, bool) {
 	}
 	return k, true
 }
+
+// Config returns how the model judges the merged counts.
+func (m *Store) Config() dependencyanalysis.ModelConfig { return m.cfg }

@@ -15,7 +15,6 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configopaque"
-	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -26,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/errorownership/errorownership/extension/errorownershiphintsextension"
+	"github.com/errorownership/errorownership/extension/errorownershipstoreextension"
 	"github.com/errorownership/errorownership/internal/portlock"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor"
 	"github.com/errorownership/errorownership/store"
@@ -43,10 +43,11 @@ type Collector struct {
 	// Spans counts the spans received.
 	Spans atomic.Int64
 
-	proc  processor.Traces
-	hints extension.Extension
-	srv   *http.Server
-	ln    net.Listener
+	proc     processor.Traces
+	hints    extension.Extension
+	storeExt extension.Extension
+	srv      *http.Server
+	ln       net.Listener
 
 	hintsPort *portlock.Port
 }
@@ -89,7 +90,11 @@ func StartCollector(ctx context.Context, cc CollectorConfig) (_ *Collector, err 
 	if cc.Bucket > 0 {
 		sc.Bucket = cc.Bucket
 	}
-	cfg.Store = configoptional.Some(sc)
+	sf := errorownershipstoreextension.NewFactory()
+	scfg := sf.CreateDefaultConfig().(*errorownershipstoreextension.Config)
+	scfg.Config = sc
+	storeID := component.NewID(sf.Type())
+	cfg.Store = errorownershipstoreextension.NewRef(storeID)
 	hf := errorownershiphintsextension.NewFactory()
 	hcfg := hf.CreateDefaultConfig().(*errorownershiphintsextension.Config)
 	hcfg.NetAddr.Endpoint = hintsAddr
@@ -113,12 +118,24 @@ func StartCollector(ctx context.Context, cc CollectorConfig) (_ *Collector, err 
 		TracerProvider: tracenoop.NewTracerProvider(),
 		MeterProvider:  metricnoop.NewMeterProvider(),
 	}
+	if err := errors.Join(scfg.Config.Validate(), scfg.Validate()); err != nil {
+		return nil, fmt.Errorf("store extension config: %w", err)
+	}
+	storeExt, err := sf.Create(ctx, extension.Settings{ID: storeID, TelemetrySettings: tel, BuildInfo: component.NewDefaultBuildInfo()}, scfg)
+	if err != nil {
+		return nil, fmt.Errorf("create store extension: %w", err)
+	}
+	if err := storeExt.Start(ctx, host{}); err != nil {
+		return nil, fmt.Errorf("start store extension: %w", err)
+	}
 	hints, err := hf.Create(ctx, extension.Settings{ID: hintsID, TelemetrySettings: tel, BuildInfo: component.NewDefaultBuildInfo()}, hcfg)
 	if err != nil {
+		_ = storeExt.Shutdown(ctx)
 		return nil, fmt.Errorf("create hints extension: %w", err)
 	}
-	h := host{hintsID: hints}
+	h := host{hintsID: hints, storeID: storeExt}
 	if err := hints.Start(ctx, h); err != nil {
+		_ = storeExt.Shutdown(ctx)
 		return nil, fmt.Errorf("start hints extension: %w", err)
 	}
 	set := processor.Settings{ID: component.NewID(f.Type()), TelemetrySettings: tel, BuildInfo: component.NewDefaultBuildInfo()}
@@ -129,17 +146,20 @@ func StartCollector(ctx context.Context, cc CollectorConfig) (_ *Collector, err 
 	proc, err := f.CreateTraces(ctx, set, cfg, discard)
 	if err != nil {
 		_ = hints.Shutdown(ctx)
+		_ = storeExt.Shutdown(ctx)
 		return nil, fmt.Errorf("create processor: %w", err)
 	}
 	if err := proc.Start(ctx, h); err != nil {
 		_ = hints.Shutdown(ctx)
+		_ = storeExt.Shutdown(ctx)
 		return nil, fmt.Errorf("start processor: %w", err)
 	}
-	c := &Collector{proc: proc, hints: hints, hintsPort: hintsPort, HintsURL: "http://" + hintsAddr}
+	c := &Collector{proc: proc, hints: hints, storeExt: storeExt, hintsPort: hintsPort, HintsURL: "http://" + hintsAddr}
 	c.ln, err = net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		_ = proc.Shutdown(ctx)
 		_ = hints.Shutdown(ctx)
+		_ = storeExt.Shutdown(ctx)
 		return nil, err
 	}
 	c.OTLPEndpoint = "http://" + c.ln.Addr().String() + "/v1/traces"
@@ -185,16 +205,16 @@ func (c *Collector) receive(w http.ResponseWriter, r *http.Request) {
 
 // Shutdown stops the receiver, then the processor, which analyses every
 // trace still buffered and writes the last statistics to the store, then
-// the hints extension, in the collector's order.
+// the hints extension and the store extension, in the collector's order.
 func (c *Collector) Shutdown(ctx context.Context) error {
 	err := c.srv.Shutdown(ctx)
-	err = errors.Join(err, c.proc.Shutdown(ctx), c.hints.Shutdown(ctx))
+	err = errors.Join(err, c.proc.Shutdown(ctx), c.hints.Shutdown(ctx), c.storeExt.Shutdown(ctx))
 	c.hintsPort.Release()
 	return err
 }
 
 // host is the collector host the components run in: its extensions, the
-// hints.
+// hints and the store.
 type host map[component.ID]component.Component
 
 func (h host) GetExtensions() map[component.ID]component.Component { return h }

@@ -8,13 +8,12 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
+	"github.com/errorownership/errorownership/extension/errorownershipstoreextension"
 	"github.com/errorownership/errorownership/internal/configcheck"
 	"github.com/errorownership/errorownership/internal/configkeys"
-	"github.com/errorownership/errorownership/store"
 )
 
 // Defaults of the processor's own keys; the engine's come from
@@ -44,6 +43,22 @@ const (
 
 // Config configures the errorownership processor.
 type Config struct {
+	// AnalysisConfig holds the analysis keys, the connector's too.
+	AnalysisConfig `mapstructure:",squash"`
+
+	// HintsExtension names the errorownership_hints extension that serves
+	// this processor's edge model as ownership hints; nil serves none.
+	// (With a store, the extension may read the merged model itself.)
+	HintsExtension *component.ID `mapstructure:"hints_extension"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// AnalysisConfig configures an analysis: the processor's, or that of an
+// errorownership connector that analyses the spans itself. It is one type,
+// embedded by both, so that the two read the same keys the same way.
+type AnalysisConfig struct {
 	// DecisionWait is how long a trace must go without a new span before it
 	// is analysed.
 	DecisionWait time.Duration `mapstructure:"decision_wait"`
@@ -62,22 +77,15 @@ type Config struct {
 	// EngineConfig holds the classification, edge_model and attributes keys.
 	EngineConfig `mapstructure:",squash"`
 
-	// Store configures the PostgreSQL store the statistics are written to;
-	// without a store section nothing is written.
-	Store configoptional.Optional[store.Config] `mapstructure:"store"`
-
 	// Rejudge bounds the failed requests held to be judged again: those
 	// whose verdict rested on edges without a mode when they were
 	// analysed, as every edge is while the model learns it.
 	Rejudge RejudgeConfig `mapstructure:"rejudge"`
 
-	// HintsExtension names the errorownership_hints extension that serves
-	// this processor's edge model as ownership hints; nil serves none.
-	// (With a store, the extension may read the merged model itself.)
-	HintsExtension *component.ID `mapstructure:"hints_extension"`
-
-	// prevent unkeyed literal initialization
-	_ struct{}
+	// Store names the errorownership_store extension the statistics are
+	// written to, and whose merged edge model the verdicts read; nil
+	// writes nothing and judges by the analysis' own model.
+	Store *errorownershipstoreextension.Ref `mapstructure:"store"`
 }
 
 // RejudgeConfig bounds the held failed requests. Each is judged again at
@@ -102,7 +110,7 @@ func (c RejudgeConfig) holds() bool { return c.MaxHeld > 0 && c.MaxAge > 0 }
 type EngineConfig dependencyanalysis.Config
 
 // Engine returns the engine's configuration.
-func (c *Config) Engine() dependencyanalysis.Config {
+func (c *AnalysisConfig) Engine() dependencyanalysis.Config {
 	return dependencyanalysis.Config(c.EngineConfig)
 }
 
@@ -119,6 +127,14 @@ func (c *Config) Unmarshal(conf *confmap.Conf) error {
 // Validate reports every problem in the configuration, each naming its key
 // and the fix.
 func (c *Config) Validate() error {
+	return c.Check()
+}
+
+// Check reports every problem of the analysis keys, each naming its key and
+// the fix. (It is not named Validate so that the collector, which validates
+// embedded settings too, reports each problem once, through the Validate
+// of the configuration that embeds it.)
+func (c *AnalysisConfig) Check() error {
 	var errs []error
 	if c.DecisionWait < minDecisionWait {
 		errs = append(errs, configcheck.TooShort("decision_wait", c.DecisionWait, minDecisionWait, "5s"))
@@ -148,18 +164,17 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("rejudge.max_age: %v must be 0 or at least flush_interval (%v), when held requests are judged again, such as 10m%s", a, c.FlushInterval, configcheck.BareNumber(a, "10m")))
 	}
 	errs = append(errs, engine.Validate())
+	if c.Store != nil && engine.EdgeModel != dependencyanalysis.DefaultConfig().EdgeModel {
+		errs = append(errs, fmt.Errorf("edge_model: with store, the verdicts read the model merged in the store, which %s's edge_model judges; move this section under extensions: %s: (edge_model)", c.Store, c.Store))
+	}
 	return errors.Join(errs...)
 }
 
 // auditLimit is how many coincidental errors a statistics bucket keeps per
-// service for the audit: store.audit_per_service_per_minute for each
-// minute of flush_interval begun, or none without a store, which is the
-// only reader of the audit.
-func (c *Config) auditLimit() int {
-	if !c.Store.HasValue() {
-		return -1
-	}
-	perMinute := c.Store.Get().AuditPerServicePerMinute
+// service for the audit: the store's audit_per_service_per_minute for each
+// minute of flush_interval begun. (Without a store, the only reader of the
+// audit, none: -1.)
+func (c *AnalysisConfig) auditLimit(perMinute int) int {
 	minutes := int((c.FlushInterval + time.Minute - 1) / time.Minute)
 	return perMinute * max(minutes, 1)
 }

@@ -11,14 +11,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
+	"github.com/errorownership/errorownership/extension/errorownershipstoreextension"
 	"github.com/errorownership/errorownership/internal/configkeys/configkeystest"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/metadata"
-	"github.com/errorownership/errorownership/store"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -98,34 +97,28 @@ func TestLoadConfig(t *testing.T) {
 			id:   component.NewIDWithName(metadata.Type, "with_store"),
 			want: func() *Config {
 				c := createDefaultConfig().(*Config)
-				sc := store.DefaultConfig()
-				sc.DSN = "postgres://collector@db.internal:5432/errorownership"
-				sc.Retention = 720 * time.Hour
-				c.Store = configoptional.Some(sc)
+				c.Store = errorownershipstoreextension.NewRef(component.MustNewID("errorownership_store"))
 				id := component.MustNewID("errorownership_hints")
 				c.HintsExtension = &id
 				return c
 			}(),
 		},
 		{
-			name: "store keys",
-			id:   component.NewIDWithName(metadata.Type, "bad_store"),
-			errs: []string{
-				"store.max_pending_rows: 0 must be at least 1",
-				"store.bucket: 7m0s must divide a day",
-			},
+			// The form before the store extension: its keys are read
+			// only to say where they went.
+			name: "a store section",
+			id:   component.NewIDWithName(metadata.Type, "store_section"),
+			errs: []string{"store: the store is configured once, in an errorownership_store extension, and named here by its ID: move dsn, half_life, retention under extensions: errorownership_store:"},
 		},
 		{
-			name: "store.shutdown_timeout",
-			id:   component.NewIDWithName(metadata.Type, "store_shutdown_timeout"),
-			want: func() *Config {
-				c := createDefaultConfig().(*Config)
-				sc := store.DefaultConfig()
-				sc.DSN = "postgres://collector@db.internal:5432/errorownership"
-				sc.ShutdownTimeout = 2 * time.Second
-				c.Store = configoptional.Some(sc)
-				return c
-			}(),
+			name: "edge_model beside store",
+			id:   component.NewIDWithName(metadata.Type, "edge_model_with_store"),
+			errs: []string{"edge_model: with store, the verdicts read the model merged in the store, which errorownership_store/east's edge_model judges; move this section under extensions: errorownership_store/east: (edge_model)"},
+		},
+		{
+			name:         "an empty store",
+			id:           component.NewIDWithName(metadata.Type, "empty_store"),
+			unmarshalErr: "empty; name the errorownership_store extension",
 		},
 		{
 			// The collector reads a number without a unit as nanoseconds.
@@ -147,30 +140,6 @@ func TestLoadConfig(t *testing.T) {
 			},
 		},
 		{
-			name: "bare numbers as store durations",
-			id:   component.NewIDWithName(metadata.Type, "bare_store_durations"),
-			errs: []string{
-				"store.bucket: 60ns must be at least 1s; a bare number is read as nanoseconds; write a unit, such as 1m",
-				"store.retention: 720ns is shorter than the daily partitions; use at least 24h, or 0 to keep everything; a bare number is read as nanoseconds; write a unit, such as 720h",
-				"store.model_refresh: 10ns must be at least 1s; a bare number is read as nanoseconds; write a unit, such as 10s",
-				"store.write_timeout: 60ns must be at least 1s; a bare number is read as nanoseconds; write a unit, such as 1m",
-				"store.shutdown_timeout: 5ns must be at least 100ms; a bare number is read as nanoseconds; write a unit, such as 5s",
-			},
-		},
-		{
-			name: "store durations below their minimums",
-			id:   component.NewIDWithName(metadata.Type, "short_store_durations"),
-			errs: []string{
-				"store.write_timeout: 100ms must be at least 1s, such as 1m",
-				"store.shutdown_timeout: 10ms must be at least 100ms, such as 5s",
-			},
-		},
-		{
-			name: "no store.shutdown_timeout",
-			id:   component.NewIDWithName(metadata.Type, "no_shutdown_timeout"),
-			errs: []string{"store.shutdown_timeout: 0s must be positive, such as 5s"},
-		},
-		{
 			name: "too many workers",
 			id:   component.NewIDWithName(metadata.Type, "too_many_workers"),
 			errs: []string{"num_workers: 100000 must be at most 1024: workers beyond the CPUs only cost memory; use 0 for one worker per CPU (GOMAXPROCS)"},
@@ -188,14 +157,7 @@ func TestLoadConfig(t *testing.T) {
 		{
 			name:         "misspelt nested keys",
 			id:           component.NewIDWithName(metadata.Type, "unknown_nested_key"),
-			unmarshalErr: "edge_model.halflife: did you mean edge_model.half_life?\nstore.dns: did you mean store.dsn?",
-		},
-		{
-			// One half-life for the model, learned or read back from the
-			// store: edge_model.half_life.
-			name:         "store.half_life is gone",
-			id:           component.NewIDWithName(metadata.Type, "store_half_life"),
-			unmarshalErr: "half_life",
+			unmarshalErr: "edge_model.halflife: did you mean edge_model.half_life?\nrejudge.maxheld: did you mean rejudge.max_held?",
 		},
 	}
 	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
@@ -225,7 +187,7 @@ func TestLoadConfig(t *testing.T) {
 				assert.ErrorContains(t, err, want)
 			}
 			// Validate alone reports the processor's own keys; the store
-			// section, a component of its own, the collector validates as it walks.
+			// reference the collector validates as it walks.
 			if own := cfg.(*Config).Validate(); own != nil {
 				for _, line := range strings.Split(own.Error(), "\n") {
 					assert.Contains(t, err.Error(), line)
@@ -235,32 +197,25 @@ func TestLoadConfig(t *testing.T) {
 	}
 }
 
-// TestAuditLimit: one knob bounds the audit, store.audit_per_service_per_minute,
-// applied per statistics bucket; without a store nothing reads the audit.
+// TestAuditLimit: one knob bounds the audit, the store's
+// audit_per_service_per_minute, applied per statistics bucket.
 func TestAuditLimit(t *testing.T) {
 	tests := []struct {
 		name      string
-		store     bool
 		perMinute int
 		flush     time.Duration
 		want      int
 	}{
-		{"no store keeps none", false, 0, 30 * time.Second, -1},
-		{"a 30s flush keeps a minute's worth", true, 100, 30 * time.Second, 100},
-		{"a 2m flush keeps two minutes' worth", true, 100, 2 * time.Minute, 200},
-		{"90s begins a second minute", true, 100, 90 * time.Second, 200},
-		{"0 is no limit", true, 0, 30 * time.Second, 0},
+		{"a 30s flush keeps a minute's worth", 100, 30 * time.Second, 100},
+		{"a 2m flush keeps two minutes' worth", 100, 2 * time.Minute, 200},
+		{"90s begins a second minute", 100, 90 * time.Second, 200},
+		{"0 is no limit", 0, 30 * time.Second, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := createDefaultConfig().(*Config)
 			cfg.FlushInterval = tt.flush
-			if tt.store {
-				sc := store.DefaultConfig()
-				sc.AuditPerServicePerMinute = tt.perMinute
-				cfg.Store = configoptional.Some(sc)
-			}
-			assert.Equal(t, tt.want, cfg.auditLimit())
+			assert.Equal(t, tt.want, cfg.auditLimit(tt.perMinute))
 		})
 	}
 }

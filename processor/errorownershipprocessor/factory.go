@@ -6,14 +6,12 @@ import (
 	"context"
 
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/metadata"
-	"github.com/errorownership/errorownership/store"
 )
 
 // NewFactory returns a factory for the errorownership processor.
@@ -26,14 +24,18 @@ func NewFactory() processor.Factory {
 }
 
 func createDefaultConfig() component.Config {
-	return &Config{
+	return &Config{AnalysisConfig: DefaultAnalysisConfig()}
+}
+
+// DefaultAnalysisConfig returns the analysis keys' defaults.
+func DefaultAnalysisConfig() AnalysisConfig {
+	return AnalysisConfig{
 		DecisionWait:  defaultDecisionWait,
 		MaxTraces:     defaultMaxTraces,
 		MaxSpans:      defaultMaxSpans,
 		FlushInterval: defaultFlushInterval,
 		Rejudge:       RejudgeConfig{MaxHeld: defaultRejudgeMaxHeld, MaxAge: defaultRejudgeMaxAge},
 		EngineConfig:  EngineConfig(dependencyanalysis.DefaultConfig()),
-		Store:         configoptional.Default(store.DefaultConfig()),
 	}
 }
 

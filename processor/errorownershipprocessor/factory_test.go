@@ -11,13 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/metadata"
-	"github.com/errorownership/errorownership/store"
 )
 
 func TestFactory(t *testing.T) {
@@ -37,7 +35,7 @@ func TestCreateDefaultConfig(t *testing.T) {
 	cfg := NewFactory().CreateDefaultConfig()
 	require.NoError(t, componenttest.CheckConfigStruct(cfg))
 	require.NoError(t, cfg.(*Config).Validate())
-	assert.Equal(t, &Config{
+	assert.Equal(t, &Config{AnalysisConfig: AnalysisConfig{
 		DecisionWait:  5 * time.Second,
 		MaxTraces:     50_000,
 		MaxSpans:      1_000_000,
@@ -45,10 +43,9 @@ func TestCreateDefaultConfig(t *testing.T) {
 		FlushInterval: 30 * time.Second,
 		Rejudge:       RejudgeConfig{MaxHeld: 100_000, MaxAge: 10 * time.Minute},
 		EngineConfig:  EngineConfig(dependencyanalysis.DefaultConfig()),
-		Store:         configoptional.Default(store.DefaultConfig()),
-	}, cfg)
+	}}, cfg)
 	assert.Nil(t, cfg.(*Config).HintsExtension, "no hints are served until hints_extension names an extension")
-	assert.False(t, cfg.(*Config).Store.HasValue(), "no store until a store section is given")
+	assert.Nil(t, cfg.(*Config).Store, "no store until store names one")
 }
 
 func TestCreateTraces(t *testing.T) {

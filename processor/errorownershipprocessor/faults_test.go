@@ -25,6 +25,7 @@ import (
 
 	"github.com/errorownership/errorownership/internal/scenario"
 	"github.com/errorownership/errorownership/internal/soak"
+	"github.com/errorownership/errorownership/store"
 	"github.com/errorownership/errorownership/store/pgtest"
 )
 
@@ -499,17 +500,17 @@ func TestDatabaseFaultsSoak(t *testing.T) {
 			defer func() { require.NoError(t, tt.Shutdown(context.Background())) }()
 			sink := new(consumertest.TracesSink)
 			cfg := testConfig(func(c *Config) {
-				storeConfig(fault.dsn)(c)
+				storeConfig(fault.dsn, func(sc *store.Config) {
+					sc.Bucket = time.Second
+					sc.WriteTimeout = 2 * time.Second
+					sc.ShutdownTimeout = time.Minute
+					if tc.boundRounds > 0 {
+						// Three rows a bulk trace; the chain adds a few dozen.
+						sc.MaxPendingRows = tc.boundRounds*3*bulkTraces + 3*bulkTraces/2
+					}
+				})(c)
 				c.DecisionWait = 10 * time.Millisecond
 				c.FlushInterval = time.Hour // the test flushes, once a round
-				sc := c.Store.Get()
-				sc.Bucket = time.Second
-				sc.WriteTimeout = 2 * time.Second
-				sc.ShutdownTimeout = time.Minute
-				if tc.boundRounds > 0 {
-					// Three rows a bulk trace; the chain adds a few dozen.
-					sc.MaxPendingRows = tc.boundRounds*3*bulkTraces + 3*bulkTraces/2
-				}
 			})
 			proc, p := newTestProcessor(t, tt, cfg, sink, func(set *processor.Settings) { set.Logger = zap.New(core) })
 			h.p = p
@@ -520,7 +521,7 @@ func TestDatabaseFaultsSoak(t *testing.T) {
 					}
 				}
 			}()
-			require.NoError(t, proc.Start(ctx, componenttest.NewNopHost()))
+			require.NoError(t, proc.Start(ctx, hostFor(t, cfg)))
 			var how string
 			poolSize := int(p.store.Pool().Config().MaxConns)
 			sampler := startSampler(h)

@@ -152,7 +152,7 @@ func fuzzProcessor(t *testing.T, data []byte, mutate func(*Config)) {
 		}
 	}), sink)
 	ctx := context.Background()
-	require.NoError(t, proc.Start(ctx, componenttest.NewNopHost()))
+	require.NoError(t, proc.Start(ctx, hostFor(t, p.cfg)))
 	td.MarkReadOnly() // the pipeline may fan it out: the processor must not change it
 	require.NoError(t, proc.ConsumeTraces(ctx, td))
 	require.NoError(t, proc.Shutdown(ctx))

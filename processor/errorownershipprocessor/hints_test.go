@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -23,8 +24,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/config/configopaque"
-	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.opentelemetry.io/collector/processor"
@@ -32,11 +31,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/errorownership/errorownership/extension/errorownershiphintsextension"
+	"github.com/errorownership/errorownership/extension/errorownershipstoreextension"
 	"github.com/errorownership/errorownership/hooks"
 	"github.com/errorownership/errorownership/hooks/hints"
 	"github.com/errorownership/errorownership/hooks/hookshttp"
 	"github.com/errorownership/errorownership/internal/portlock"
 	"github.com/errorownership/errorownership/ownership"
+	"github.com/errorownership/errorownership/store"
 	"github.com/errorownership/errorownership/store/pgtest"
 )
 
@@ -54,7 +55,7 @@ func freeEndpoint(t testing.TB) string {
 // startHintsExtension starts an errorownership_hints extension on a free
 // loopback port and returns the host that holds it, as a collector's
 // would, and the endpoint's base URL.
-func startHintsExtension(t testing.TB, mutate func(*errorownershiphintsextension.Config)) (host extensionHost, base string) {
+func startHintsExtension(t testing.TB, mutate func(*errorownershiphintsextension.Config), exts ...extensionHost) (host extensionHost, base string) {
 	t.Helper()
 	f := errorownershiphintsextension.NewFactory()
 	cfg := f.CreateDefaultConfig().(*errorownershiphintsextension.Config)
@@ -67,6 +68,9 @@ func startHintsExtension(t testing.TB, mutate func(*errorownershiphintsextension
 	ext, err := f.Create(ctx, extensiontest.NewNopSettings(f.Type()), cfg)
 	require.NoError(t, err)
 	host = extensionHost{component.NewID(f.Type()): ext}
+	for _, e := range exts {
+		maps.Copy(host, e)
+	}
 	require.NoError(t, ext.Start(ctx, host))
 	t.Cleanup(func() { require.NoError(t, ext.Shutdown(ctx)) })
 	return host, "http://" + cfg.NetAddr.Endpoint
@@ -94,7 +98,7 @@ func serveHints(t testing.TB, mutate func(*Config), opts ...func(*processor.Sett
 	})
 	proc, _ = newTestProcessor(t, tt, cfg, new(consumertest.TracesSink), opts...)
 	ctx := context.Background()
-	require.NoError(t, proc.Start(ctx, host))
+	require.NoError(t, proc.Start(ctx, hostFor(t, cfg, host)))
 	t.Cleanup(func() { require.NoError(t, proc.Shutdown(ctx)) })
 	return base, proc, tt
 }
@@ -395,13 +399,14 @@ func TestLearnedFailOpenEdgeTurnsUnclaimIntoClaim(t *testing.T) {
 		{"from an extension reading the merged model, in a collector without the processor", func(t *testing.T) string {
 			dsn := pgtest.Start(t).DSN()
 			runProcessor(t, storeConfig(dsn), scenarioBatches(t, "coincidental"))
+			// The store extension the hints extension names, as a
+			// collector would start it first.
+			stores := hostFor(t, testConfig(storeConfig(dsn, func(sc *store.Config) { sc.ModelRefresh = time.Second })))
 			_, base := startHintsExtension(t, func(c *errorownershiphintsextension.Config) {
-				c.Store = configoptional.Some(errorownershiphintsextension.StoreConfig{
-					DSN:          configopaque.String(dsn),
-					ModelRefresh: time.Second,
-					EdgeModel:    testConfig(nil).Engine().EdgeModel,
-				})
-			})
+				for id := range stores {
+					c.Store = errorownershipstoreextension.NewRef(id)
+				}
+			}, stores)
 			return base
 		}},
 	}

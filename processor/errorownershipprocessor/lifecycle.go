@@ -10,7 +10,6 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.uber.org/zap"
 
-	"github.com/errorownership/errorownership/internal/edges"
 	"github.com/errorownership/errorownership/internal/hintsserver"
 	"github.com/errorownership/errorownership/internal/status"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/sink"
@@ -29,16 +28,14 @@ func (p *ownershipProcessor) start(ctx context.Context, host component.Host) err
 		return nil
 	}
 	p.status = status.New(host)
-	if err := p.openStore(ctx); err != nil {
+	if err := p.openStore(host); err != nil {
 		return err
 	}
 	if err := p.serveHints(host); err != nil {
-		p.closeStore()
 		return err
 	}
 	if p.storeSink != nil {
 		if err := p.storeSink.Writer.Start(ctx); err != nil {
-			p.closeStore()
 			return err
 		}
 		p.logger.Info("Writing error-ownership statistics", zap.Stringer("store", p.store))
@@ -62,36 +59,40 @@ func (p *ownershipProcessor) start(ctx context.Context, host component.Host) err
 	return nil
 }
 
-// openStore opens the store of the store section, if any: the writer of
-// the statistics and the merged model the verdicts read.
-func (p *ownershipProcessor) openStore(ctx context.Context) error {
-	if !p.cfg.Store.HasValue() {
+// openStore finds the errorownership_store extension the store key names,
+// if any: the writer of the statistics, over the extension's pool, and the
+// merged model the verdicts read, judged by the extension's edge_model.
+func (p *ownershipProcessor) openStore(host component.Host) error {
+	if p.cfg.Store == nil {
 		return nil
 	}
-	scfg := *p.cfg.Store.Get()
-	st, err := store.Open(ctx, scfg)
+	ext, err := p.cfg.Store.Lookup(host)
 	if err != nil {
 		return err
 	}
+	st := ext.Store()
 	p.store = st
+	p.setAuditLimit(p.cfg.auditLimit(st.Config().AuditPerServicePerMinute))
 	p.storeSink = sink.NewStore(st, p.logger, store.WithStatus(func(err error) {
 		p.status.Set("writing statistics to the store", err)
 	}))
 	if err := p.storeSink.RegisterTelemetry(p.telemetry); err != nil {
-		st.Close()
 		return err
 	}
 	p.sink = p.storeSink
-	p.storeModel = edges.NewStore(st, p.cfg.Engine().EdgeModel, p.symbols, &p.symbolsInUse, scfg.ModelRefresh, p.logger)
+	p.storeModel = ext.Model(p.symbols, &p.symbolsInUse)
 	p.storeModel.OnRead(func(err error) { p.status.Set("reading the edge model from the store", err) })
 	p.edges = p.storeModel
 	return nil
 }
 
-// closeStore closes what openStore opened, when start fails after it.
-func (p *ownershipProcessor) closeStore() {
-	if p.store != nil {
-		p.store.Close()
+// setAuditLimit bounds the audit of every bucket, those made already too.
+func (p *ownershipProcessor) setAuditLimit(n int) {
+	p.auditLimit = n
+	p.merged.AuditLimit = n
+	for _, w := range p.workers {
+		w.stats.AuditLimit = n
+		w.spare.AuditLimit = n
 	}
 }
 
@@ -168,8 +169,9 @@ func (p *ownershipProcessor) shutdown(ctx context.Context) error {
 		// The writer drains what is queued, the last bucket included,
 		// for at most store.shutdown_timeout, and logs, counts and
 		// reports what it could not write.
+		// The pool is the store extension's, which the collector shuts
+		// down after the pipelines.
 		storeErr = p.storeSink.Writer.Shutdown(ctx)
-		p.store.Close()
 	}
 	p.telemetry.Shutdown()
 	return errors.Join(err, storeErr)

@@ -152,7 +152,7 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 		buffer:      buffer.New(workers, cfg.MaxTraces, cfg.MaxSpans, cfg.DecisionWait),
 		stopFlush:   make(chan struct{}),
 		bucketStart: time.Now(),
-		auditLimit:  cfg.auditLimit(),
+		auditLimit:  -1, // until start finds a store
 	}
 	p.merged = p.newStats()
 	p.genStart, p.late = make(map[uint64]time.Time), make(map[uint64]*dependencyanalysis.Stats)
@@ -202,7 +202,7 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 			return nil
 		})
 	}
-	if err == nil && !cfg.Store.HasValue() { // with a store, start replaces the own model by the merged one
+	if err == nil && cfg.Store == nil { // with a store, start replaces the own model by the merged one
 		err = tb.RegisterProcessorErrorownershipEdgesCallback(func(_ context.Context, o metric.Int64Observer) error {
 			o.Observe(int64(own.Len()))
 			return nil

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
+	"github.com/errorownership/errorownership/store"
 	"github.com/errorownership/errorownership/store/pgtest"
 )
 
@@ -89,14 +90,15 @@ func TestRejudgedInTheLearningPhase(t *testing.T) {
 				c.FlushInterval = time.Hour // the test flushes
 				c.Rejudge = tc.rejudge
 				if tc.withStore {
-					storeConfig(dsn)(c)
-					c.Store.Get().Bucket = time.Second
-					c.Store.Get().AuditPerServicePerMinute = 0
-					c.Store.Get().Retention = 0 // the scenario's spans are dated on its own day
+					storeConfig(dsn, func(sc *store.Config) {
+						sc.Bucket = time.Second
+						sc.AuditPerServicePerMinute = 0
+						sc.Retention = 0 // the scenario's spans are dated on its own day
+					})(c)
 				}
 			}), new(consumertest.TracesSink))
 			ctx := context.Background()
-			require.NoError(t, proc.Start(ctx, componenttest.NewNopHost()))
+			require.NoError(t, proc.Start(ctx, hostFor(t, p.cfg)))
 			analysed := 0
 			for i, part := range parts {
 				for _, td := range part {
@@ -155,7 +157,7 @@ func TestHeldBoundedByCount(t *testing.T) {
 		c.EdgeModel.MinSamples = 1 << 20 // the edges never get a mode
 	}), new(consumertest.TracesSink))
 	ctx := context.Background()
-	require.NoError(t, proc.Start(ctx, componenttest.NewNopHost()))
+	require.NoError(t, proc.Start(ctx, hostFor(t, p.cfg)))
 	const traces = 40
 	td := ptrace.NewTraces()
 	for i := range traces {

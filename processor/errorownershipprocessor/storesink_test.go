@@ -6,9 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,8 +21,8 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/configopaque"
-	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/otel/attribute"
@@ -28,19 +32,63 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/errorownership/errorownership/dependencyanalysis"
+	"github.com/errorownership/errorownership/extension/errorownershiphintsextension"
+	"github.com/errorownership/errorownership/extension/errorownershipstoreextension"
 	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/metadatatest"
 	"github.com/errorownership/errorownership/store"
 	"github.com/errorownership/errorownership/store/pgtest"
 )
 
-// storeConfig points a processor at dsn.
-func storeConfig(dsn string) func(*Config) {
+// testStores are the configurations of the errorownership_store
+// extensions the tests' processors name (storeConfig), which hostFor starts.
+var (
+	testStores   sync.Map // component.ID → store.Config
+	testStoreSeq atomic.Int64
+)
+
+// storeConfig points a processor at dsn, through an errorownership_store
+// extension of its own, its store keys changed by mutate.
+func storeConfig(dsn string, mutate ...func(*store.Config)) func(*Config) {
 	return func(c *Config) {
 		sc := store.DefaultConfig()
 		sc.DSN = configopaque.String(dsn)
-		c.Store = configoptional.Some(sc)
+		for _, m := range mutate {
+			m(&sc)
+		}
+		id := component.MustNewIDWithName("errorownership_store", strconv.FormatInt(testStoreSeq.Add(1), 10))
+		testStores.Store(id, sc)
+		c.Store = errorownershipstoreextension.NewRef(id)
 	}
+}
+
+// hostFor is a collector host that holds the extensions in exts and, when
+// cfg names one (storeConfig), its errorownership_store extension, started
+// as a collector starts it before the pipelines, its edge_model the one
+// cfg gives (the processor's own model's, which the tests set).
+func hostFor(t testing.TB, cfg *Config, exts ...extensionHost) extensionHost {
+	t.Helper()
+	host := extensionHost{}
+	for _, e := range exts {
+		maps.Copy(host, e)
+	}
+	if cfg.Store == nil {
+		return host
+	}
+	sc, ok := testStores.Load(cfg.Store.ID())
+	require.True(t, ok, "store %s was not made by storeConfig", cfg.Store)
+	f := errorownershipstoreextension.NewFactory()
+	ecfg := f.CreateDefaultConfig().(*errorownershipstoreextension.Config)
+	ecfg.Config = sc.(store.Config)
+	ecfg.EdgeModel = cfg.Engine().EdgeModel
+	ctx := context.Background()
+	ext, err := f.Create(ctx, extensiontest.NewNopSettings(f.Type()), ecfg)
+	require.NoError(t, err)
+	require.NoError(t, ext.Start(ctx, host))
+	t.Cleanup(func() { require.NoError(t, ext.Shutdown(ctx)) })
+	host[cfg.Store.ID()] = ext
+	return host
 }
 
 // runProcessor feeds batches through a processor with the given config
@@ -51,7 +99,7 @@ func runProcessor(t *testing.T, mutate func(*Config), batches []ptrace.Traces) {
 	defer func() { require.NoError(t, tt.Shutdown(context.Background())) }()
 	proc, p := newTestProcessor(t, tt, testConfig(mutate), new(consumertest.TracesSink))
 	ctx := context.Background()
-	require.NoError(t, proc.Start(ctx, componenttest.NewNopHost()))
+	require.NoError(t, proc.Start(ctx, hostFor(t, p.cfg)))
 	for _, td := range batches {
 		require.NoError(t, proc.ConsumeTraces(ctx, td))
 	}
@@ -158,7 +206,7 @@ func TestStoreJudgesByTheMergedModel(t *testing.T) {
 		c.DecisionWait = 10 * time.Millisecond
 	}), new(consumertest.TracesSink))
 	ctx := context.Background()
-	require.NoError(t, proc.Start(ctx, componenttest.NewNopHost()))
+	require.NoError(t, proc.Start(ctx, hostFor(t, p.cfg)))
 	defer func() { require.NoError(t, proc.Shutdown(ctx)) }()
 
 	// checkout fails on its own while recommendations, which it
@@ -200,7 +248,7 @@ func TestStoreDownKeepsThePipelineFlowing(t *testing.T) {
 		c.DecisionWait = 10 * time.Millisecond
 	}), sink)
 	ctx := context.Background()
-	require.NoError(t, proc.Start(ctx, componenttest.NewNopHost()))
+	require.NoError(t, proc.Start(ctx, hostFor(t, p.cfg)))
 	batches := scenarioBatches(t, "http_4xx")
 	spans := 0
 	for _, td := range batches {
@@ -258,14 +306,15 @@ func TestShutdownBoundedWithTheDatabaseHanging(t *testing.T) {
 	tt := componenttest.NewTelemetry()
 	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
 	proc, p := newTestProcessor(t, tt, testConfig(func(c *Config) {
-		storeConfig(fmt.Sprintf("postgres://collector:%s@127.0.0.1:%d/stats?sslmode=disable", testPassword, port))(c)
-		c.Store.Get().ShutdownTimeout = 200 * time.Millisecond
-		c.Store.Get().WriteTimeout = time.Second
+		storeConfig(fmt.Sprintf("postgres://collector:%s@127.0.0.1:%d/stats?sslmode=disable", testPassword, port), func(sc *store.Config) {
+			sc.ShutdownTimeout = 200 * time.Millisecond
+			sc.WriteTimeout = time.Second
+		})(c)
 		id := component.MustNewID("errorownership_hints")
 		c.HintsExtension = &id
 	}), new(consumertest.TracesSink), func(set *processor.Settings) { set.Logger = zap.New(core) })
 	ctx := context.Background()
-	require.NoError(t, proc.Start(ctx, host))
+	require.NoError(t, proc.Start(ctx, hostFor(t, p.cfg, host)))
 	require.NoError(t, proc.ConsumeTraces(ctx, scenarioBatches(t, "http_4xx")[0]))
 
 	// A hints request that waits for the database.
@@ -352,13 +401,13 @@ func TestLongNamesCutAndCounted(t *testing.T) {
 	dsn := pgtest.Start(t).DSN()
 	tt := componenttest.NewTelemetry()
 	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
-	proc, _ := newTestProcessor(t, tt, testConfig(func(c *Config) {
+	proc, p := newTestProcessor(t, tt, testConfig(func(c *Config) {
 		storeConfig(dsn)(c)
 		c.DecisionWait = 10 * time.Millisecond
 		c.FlushInterval = 50 * time.Millisecond
 	}), new(consumertest.TracesSink))
 	ctx := context.Background()
-	require.NoError(t, proc.Start(ctx, componenttest.NewNopHost()))
+	require.NoError(t, proc.Start(ctx, hostFor(t, p.cfg)))
 	long := "SELECT " + strings.Repeat("column_name, ", 8<<10/13)
 	td := ptrace.NewTraces()
 	appendTrace(td, traceID(1), span{service: "db-client", id: 1, kind: ptrace.SpanKindServer, name: long, failed: true, end: 10})
@@ -374,4 +423,93 @@ func TestLongNamesCutAndCounted(t *testing.T) {
 	assert.Len(t, stored, store.MaxNameBytes)
 	assert.True(t, strings.HasPrefix(long, stored[:store.MaxNameBytes-len("…")-10]), "the stored name begins the span's")
 	assert.Contains(t, stored, "…")
+}
+
+// TestHintsAndVerdictsJudgeByTheStoresEdgeModel: the edge_model of the
+// errorownership_store extension judges the merged counts for the verdicts
+// of the processor that names it and the hints of the hints extension that
+// names it alike; the processor's own edge model has no say.
+func TestHintsAndVerdictsJudgeByTheStoresEdgeModel(t *testing.T) {
+	dsn := pgtest.Start(t).DSN()
+	runProcessor(t, storeConfig(dsn), scenarioBatches(t, "coincidental"))
+	tests := []struct {
+		name       string
+		minSamples int
+		want       ownership.Mode
+	}{
+		{"the default edge_model learns the edge", dependencyanalysis.DefaultConfig().EdgeModel.MinSamples, ownership.ModeFailOpen},
+		{"an edge_model wanting more samples than the run had", 1_000_000, ownership.ModeUnknown},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			storeID := component.MustNewIDWithName("errorownership_store", "shared")
+			sf := errorownershipstoreextension.NewFactory()
+			scfg := sf.CreateDefaultConfig().(*errorownershipstoreextension.Config)
+			scfg.DSN = configopaque.String(dsn)
+			scfg.ModelRefresh = time.Second
+			scfg.EdgeModel.MinSamples = tc.minSamples
+			storeExt, err := sf.Create(ctx, extensiontest.NewNopSettings(sf.Type()), scfg)
+			require.NoError(t, err)
+			require.NoError(t, storeExt.Start(ctx, componenttest.NewNopHost()))
+			t.Cleanup(func() { require.NoError(t, storeExt.Shutdown(ctx)) })
+			stores := extensionHost{storeID: storeExt}
+
+			_, base := startHintsExtension(t, func(c *errorownershiphintsextension.Config) {
+				c.Store = errorownershipstoreextension.NewRef(storeID)
+			}, stores)
+			tt := componenttest.NewTelemetry()
+			t.Cleanup(func() { require.NoError(t, tt.Shutdown(ctx)) })
+			cfg := testConfig(func(c *Config) { c.Store = errorownershipstoreextension.NewRef(storeID) })
+			require.Equal(t, dependencyanalysis.DefaultConfig().EdgeModel, cfg.Engine().EdgeModel, "the processor's own edge_model stays the default")
+			proc, p := newTestProcessor(t, tt, cfg, new(consumertest.TracesSink))
+			require.NoError(t, proc.Start(ctx, stores))
+			t.Cleanup(func() { require.NoError(t, proc.Shutdown(ctx)) })
+
+			// The verdicts' model, in the hints' form, once it has been read.
+			var verdicts map[string]ownership.Mode
+			require.Eventually(t, func() bool {
+				v, err := p.storeModel.View(ctx)
+				if err != nil {
+					return false
+				}
+				verdicts = modesOf(v.Edges("checkout"))
+				return len(verdicts) > 0
+			}, 10*time.Second, 20*time.Millisecond)
+			var hints map[string]ownership.Mode
+			require.Eventually(t, func() bool {
+				res, err := http.Get(base + ownership.HintsPath + "?service=checkout")
+				require.NoError(t, err)
+				defer res.Body.Close()
+				if res.StatusCode != http.StatusOK {
+					return false
+				}
+				var doc ownership.Hints
+				require.NoError(t, json.NewDecoder(res.Body).Decode(&doc))
+				hints = modesOf(doc.Edges)
+				return len(hints) > 0
+			}, 10*time.Second, 20*time.Millisecond)
+			assert.Equal(t, tc.want, verdicts["recommendations"], "the verdicts' mode")
+			assert.Equal(t, verdicts, hints, "the hints judge as the verdicts do")
+			// The modes the verdicts read, by the processor's symbols.
+			table, ok := p.edges.Modes().(dependencyanalysis.ModeTable)
+			require.True(t, ok)
+			failOpen := 0
+			for _, m := range table {
+				if m == ownership.ModeFailOpen {
+					failOpen++
+				}
+			}
+			assert.Equal(t, tc.want == ownership.ModeFailOpen, failOpen > 0, "the verdicts' modes: %v", table)
+		})
+	}
+}
+
+// modesOf maps each edge's callee to its mode.
+func modesOf(edges []ownership.HintEdge) map[string]ownership.Mode {
+	m := map[string]ownership.Mode{}
+	for _, e := range edges {
+		m[e.PeerService] = e.Mode
+	}
+	return m
 }

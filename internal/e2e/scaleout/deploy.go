@@ -35,26 +35,34 @@ type Timings struct {
 // processorSection is the errorownership section every analysing collector
 // gets on top of its shipped configuration, indented by four spaces.
 //
+// A verdict resting on an edge the run never teaches a mode is held 5s,
+// not 10m: each phase ends once no collector holds one.
+func processorSection(t Timings) string {
+	return fmt.Sprintf(`    decision_wait: %v
+    flush_interval: 1s
+    rejudge:
+      max_age: 5s
+    store: errorownership_store
+    hints_extension: errorownership_hints`, t.DecisionWait)
+}
+
+// storeSection is the errorownership_store extension every analysing
+// collector writes to dsn through, indented by two spaces under extensions:
+// its edge_model judges the verdicts and the hints alike.
+//
 // half_life is 0 because decay weighs a bucket by when it was written, which
 // differs between two deployments fed the same spans; without decay the
 // edge model's counts are whole numbers that compare exactly. The audit is
 // unbounded because its bound applies per replica: a fleet of n replicas
-// keeps up to n times as many entries as one gateway. A verdict resting on
-// an edge the run never teaches a mode is held 5s, not 10m: each phase
-// ends once no collector holds one.
-func processorSection(t Timings, dsn string) string {
-	return fmt.Sprintf(`    decision_wait: %v
-    flush_interval: 1s
+// keeps up to n times as many entries as one gateway.
+func storeSection(dsn string) string {
+	return fmt.Sprintf(`  errorownership_store:
+    dsn: '%s'
+    bucket: 1s
+    model_refresh: 1s
+    audit_per_service_per_minute: 0
     edge_model:
-      half_life: 0s
-    rejudge:
-      max_age: 5s
-    store:
-      dsn: '%s'
-      bucket: 1s
-      model_refresh: 1s
-      audit_per_service_per_minute: 0
-    hints_extension: errorownership_hints`, t.DecisionWait, strings.ReplaceAll(dsn, "'", "''"))
+      half_life: 0s`, strings.ReplaceAll(dsn, "'", "''"))
 }
 
 // hintsSection is the errorownership_hints extension of an analysing
@@ -148,12 +156,13 @@ func (l *launcher) gateway(ctx context.Context, name, dsn string) (*Collector, e
 	if err != nil {
 		return nil, err
 	}
-	override := otlpIn(p, hintsSection(p.hints)) + fmt.Sprintf(`processors:
+	override := otlpIn(p, storeSection(dsn), hintsSection(p.hints)) + fmt.Sprintf(`processors:
   errorownership:
 %s
 service:
+  extensions: [health_check, errorownership_store, errorownership_hints]
 %s
-`, processorSection(l.timings, dsn), TelemetrySection(p.metrics))
+`, processorSection(l.timings), TelemetrySection(p.metrics))
 	proc, err := l.start(ctx, name, gatewayConfig, override, p)
 	if err != nil {
 		return nil, err
@@ -213,6 +222,7 @@ func (l *launcher) analysis(ctx context.Context, name, broker, dsn string) (*Col
   health_check:
     endpoint: %s
 %s
+%s
 receivers:
   kafka:
     brokers: [%s]
@@ -228,7 +238,7 @@ service:
   pipelines:
     traces:
       exporters: [file]
-`, p.health, hintsSection(p.hints), broker, processorSection(l.timings, dsn), exported, TelemetrySection(p.metrics))
+`, p.health, storeSection(dsn), hintsSection(p.hints), broker, processorSection(l.timings), exported, TelemetrySection(p.metrics))
 	proc, err := l.start(ctx, name, analysisConfig, override, p)
 	if err != nil {
 		return nil, err
