@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	da "github.com/errorownership/errorownership/dependencyanalysis"
-	"github.com/errorownership/errorownership/internal/scenario"
+	"github.com/errorownership/errorownership/internal/testsupport/scenario"
 )
 
 // BenchmarkExtractAndAnalyze measures the engine's whole path on a realistic

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
-	"github.com/errorownership/errorownership/internal/scenario"
+	"github.com/errorownership/errorownership/internal/testsupport/scenario"
 )
 
 // judgeAll learns over all spans, then judges every trace into stats.

@@ -20,7 +20,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/errorownership/errorownership/internal/otlpfile"
-	"github.com/errorownership/errorownership/internal/scenario"
+	"github.com/errorownership/errorownership/internal/testsupport/scenario"
 )
 
 const scenarioDir = "../../testdata/scenarios"

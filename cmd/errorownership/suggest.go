@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/errorownership/errorownership/internal/nearname"
+	"github.com/errorownership/errorownership/internal/configkeys"
 )
 
 // unknownName says that name is not among known, naming the nearest
 // candidates, so that a typo costs one look rather than a search.
 func unknownName(what, flag, name string, known []string, where string) error {
-	near := nearname.Near(name, known, 3)
+	near := configkeys.Near(name, known, 3)
 	switch {
 	case len(near) > 0:
 		return fmt.Errorf("%s %s: no %s %q %s; did you mean %s?", flag, name, what, name, where, quoteJoin(near))

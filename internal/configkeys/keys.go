@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Package configkeys says which key a misspelt configuration key may have
-// meant, for the collector components' configurations. (It is apart from
-// configcheck, which the engine uses too, because it reads confmap.)
+// Package configkeys reads the collector components' configuration keys and
+// says which key a misspelt one may have meant (Near, which the CLI's flags
+// use too). Checking the values is configcheck's, apart because the engine
+// uses it and must not depend on the collector's confmap.
 package configkeys
 
 import (
@@ -13,8 +14,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/confmap"
-
-	"github.com/errorownership/errorownership/internal/nearname"
 )
 
 // Unmarshal unmarshals conf into cfg, as the collector would, and when
@@ -33,7 +32,7 @@ func Unmarshal(conf *confmap.Conf, cfg any) error {
 		if slices.Contains(known, key) || hasPrefix(key, prefixes) {
 			continue
 		}
-		if near := nearname.Near(key, known, 1); len(near) > 0 {
+		if near := Near(key, known, 1); len(near) > 0 {
 			hints = append(hints, fmt.Sprintf("%s: did you mean %s?", key, near[0]))
 		}
 	}

@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/errorownership/errorownership/internal/otlpfile"
-	"github.com/errorownership/errorownership/internal/scenario"
+	"github.com/errorownership/errorownership/internal/testsupport/scenario"
 )
 
 // scenarioRequests reads a scenario file's requests, one per line.

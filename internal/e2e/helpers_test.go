@@ -25,8 +25,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
-	"github.com/errorownership/errorownership/internal/collectorproc"
 	"github.com/errorownership/errorownership/internal/portlock"
+	"github.com/errorownership/errorownership/internal/testsupport/collectorproc"
 )
 
 const repoRoot = "../.."

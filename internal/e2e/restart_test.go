@@ -20,8 +20,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/errorownership/errorownership/internal/otlpfile"
-	"github.com/errorownership/errorownership/internal/scenario"
-	"github.com/errorownership/errorownership/internal/soak"
+	"github.com/errorownership/errorownership/internal/testsupport/scenario"
+	"github.com/errorownership/errorownership/internal/testsupport/soak"
 	"github.com/errorownership/errorownership/store/pgtest"
 )
 

@@ -18,7 +18,7 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
-	"github.com/errorownership/errorownership/internal/scenario"
+	"github.com/errorownership/errorownership/internal/testsupport/scenario"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/metadatatest"
 )
 

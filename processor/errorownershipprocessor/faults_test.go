@@ -23,8 +23,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/errorownership/errorownership/internal/scenario"
-	"github.com/errorownership/errorownership/internal/soak"
+	"github.com/errorownership/errorownership/internal/testsupport/scenario"
+	"github.com/errorownership/errorownership/internal/testsupport/soak"
 	"github.com/errorownership/errorownership/store"
 	"github.com/errorownership/errorownership/store/pgtest"
 )

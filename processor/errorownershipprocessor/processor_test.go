@@ -26,7 +26,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 	"go.uber.org/goleak"
 
-	"github.com/errorownership/errorownership/internal/scenario"
+	"github.com/errorownership/errorownership/internal/testsupport/scenario"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/metadatatest"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor/internal/sink"
 )

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/errorownership/errorownership/internal/collectorproc"
 	"github.com/errorownership/errorownership/internal/portlock"
+	"github.com/errorownership/errorownership/internal/testsupport/collectorproc"
 )
 
 // The shipped configurations each collector starts from, in the directory

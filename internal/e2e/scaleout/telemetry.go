@@ -3,7 +3,7 @@
 package scaleout
 
 import (
-	"github.com/errorownership/errorownership/internal/collectorproc"
+	"github.com/errorownership/errorownership/internal/testsupport/collectorproc"
 )
 
 // Telemetry is what a collector's own telemetry says: the processor's

@@ -23,7 +23,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the files in testdata/scenarios")
 
-const scenarioDir = "../../testdata/scenarios"
+const scenarioDir = "../../../testdata/scenarios"
 
 func TestFilesUpToDate(t *testing.T) {
 	if *update {
@@ -37,13 +37,13 @@ func TestFilesUpToDate(t *testing.T) {
 	require.NoError(t, err)
 	committed, err := filepath.Glob(filepath.Join(scenarioDir, "*.json"))
 	require.NoError(t, err)
-	assert.Equal(t, baseNames(generated), baseNames(committed), "scenario files; run go test ./internal/scenario -run TestFilesUpToDate -update")
+	assert.Equal(t, baseNames(generated), baseNames(committed), "scenario files; run go test ./internal/testsupport/scenario -run TestFilesUpToDate -update")
 	for _, path := range generated {
 		want, err := os.ReadFile(path) //nolint:gosec // G304: a file WriteFiles just wrote into t.TempDir
 		require.NoError(t, err)
 		got, err := os.ReadFile(filepath.Join(scenarioDir, filepath.Base(path)))
 		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("%s is out of date; run go test ./internal/scenario -run TestFilesUpToDate -update", filepath.Base(path))
+			t.Errorf("%s is out of date; run go test ./internal/testsupport/scenario -run TestFilesUpToDate -update", filepath.Base(path))
 		}
 	}
 }

@@ -49,7 +49,7 @@ const (
 )
 
 // scopeName is the instrumentation scope of every span.
-const scopeName = "github.com/errorownership/errorownership/internal/scenario"
+const scopeName = "github.com/errorownership/errorownership/internal/testsupport/scenario"
 
 // Attribute names of the OpenTelemetry semantic conventions used here (the
 // ownership vocabulary lives in package ownership).

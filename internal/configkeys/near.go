@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Package nearname finds the names near a misspelt one, so that an error
-// can say "did you mean": the CLI's flags and the components' configuration
-// keys word it alike.
-package nearname
+package configkeys
 
 import (
 	"cmp"
@@ -11,7 +8,9 @@ import (
 	"strings"
 )
 
-// Near returns up to n of candidates near name, nearest first: those
+// Near finds the names near a misspelt one, so that an error can say "did
+// you mean": the CLI's flags and the components' configuration keys word it
+// alike. It returns up to n of candidates near name, nearest first: those
 // within an edit distance of a third of name's length (at least 2), or
 // that hold name or are held by it, ignoring case, when the shorter of the
 // two has three letters or more.
