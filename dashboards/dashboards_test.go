@@ -21,9 +21,9 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"go.opentelemetry.io/collector/config/configopaque"
 
+	"github.com/errorownership/errorownership/cmd/errorownership/simulation"
 	"github.com/errorownership/errorownership/dashboards/internal/simtest"
 	"github.com/errorownership/errorownership/dashboards/plugin/pkg/plugin"
-	"github.com/errorownership/errorownership/internal/simulation"
 	"github.com/errorownership/errorownership/store"
 	"github.com/errorownership/errorownership/store/pgtest"
 )

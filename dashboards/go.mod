@@ -8,6 +8,7 @@ ignore node_modules
 
 require (
 	github.com/errorownership/errorownership v0.1.0
+	github.com/errorownership/errorownership/cmd/errorownership v0.1.0
 	github.com/errorownership/errorownership/ownership v0.1.0
 	github.com/grafana/grafana-foundation-sdk/go v0.0.22
 	github.com/grafana/grafana-plugin-sdk-go v0.299.0

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/errorownership/errorownership/internal/simulation"
+	"github.com/errorownership/errorownership/cmd/errorownership/simulation"
 )
 
 func newDemoCommand() *cobra.Command {

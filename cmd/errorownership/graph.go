@@ -16,8 +16,8 @@ import (
 	"github.com/goccy/go-graphviz"
 	"github.com/spf13/cobra"
 
+	"github.com/errorownership/errorownership/cmd/errorownership/simulation"
 	da "github.com/errorownership/errorownership/dependencyanalysis"
-	"github.com/errorownership/errorownership/internal/simulation"
 	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/store"
 )

@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/config/configopaque"
 
+	"github.com/errorownership/errorownership/cmd/errorownership/simulation"
 	"github.com/errorownership/errorownership/hooks/hints"
-	"github.com/errorownership/errorownership/internal/simulation"
 	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/store"
 	"github.com/errorownership/errorownership/store/pgtest"

@@ -17,8 +17,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/errorownership/errorownership/cmd/errorownership/simulation"
 	da "github.com/errorownership/errorownership/dependencyanalysis"
-	"github.com/errorownership/errorownership/internal/simulation"
 	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/store"
 )

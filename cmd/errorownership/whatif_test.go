@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/errorownership/errorownership/internal/simulation"
+	"github.com/errorownership/errorownership/cmd/errorownership/simulation"
 	"github.com/errorownership/errorownership/store/pgtest"
 )
 

@@ -8,6 +8,7 @@ ignore node_modules
 
 require (
 	github.com/errorownership/errorownership v0.1.0
+	github.com/errorownership/errorownership/cmd/errorownership v0.1.0
 	github.com/errorownership/errorownership/hooks v0.1.0
 	github.com/errorownership/errorownership/ownership v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0

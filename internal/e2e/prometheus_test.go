@@ -25,7 +25,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/errorownership/errorownership/internal/simulation"
+	"github.com/errorownership/errorownership/cmd/errorownership/simulation"
 	"github.com/errorownership/errorownership/internal/testsupport/collectorproc"
 	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/store/pgtest"

@@ -22,7 +22,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/errorownership/errorownership/internal/simulation"
+	"github.com/errorownership/errorownership/cmd/errorownership/simulation"
 )
 
 func main() {

@@ -30,10 +30,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/errorownership/errorownership/cmd/errorownership/simulation"
 	"github.com/errorownership/errorownership/dashboards/internal/simtest"
 	"github.com/errorownership/errorownership/dashboards/plugin/pkg/plugin"
 	"github.com/errorownership/errorownership/internal/portlock"
-	"github.com/errorownership/errorownership/internal/simulation"
 	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/store"
 	"github.com/errorownership/errorownership/store/pgtest"

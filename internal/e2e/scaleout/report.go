@@ -13,7 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/errorownership/errorownership/internal/simulation"
+	"github.com/errorownership/errorownership/cmd/errorownership/simulation"
 )
 
 // Print writes the report: each phase with the analysis collectors side by

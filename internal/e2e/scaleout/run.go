@@ -21,9 +21,9 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/errorownership/errorownership/cmd/errorownership/simulation"
 	"github.com/errorownership/errorownership/internal/otlpfile"
 	"github.com/errorownership/errorownership/internal/pgcluster"
-	"github.com/errorownership/errorownership/internal/simulation"
 	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/store"
 )
