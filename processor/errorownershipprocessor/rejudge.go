@@ -9,8 +9,9 @@ import (
 	"github.com/errorownership/errorownership/dependencyanalysis"
 )
 
-// heldRequest is a held failed request and the bucket its trace was counted
-// in, by generation: its final verdict is counted in that bucket.
+// heldRequest is a held failed request and the bucket its trace and its
+// provisional verdict were counted in, by generation: its final verdict
+// corrects that bucket.
 type heldRequest struct {
 	dependencyanalysis.Held
 	gen uint64
@@ -53,7 +54,7 @@ func (w *worker) rejudge(modes dependencyanalysis.Modes, agedBefore time.Time, f
 			kept = append(kept, *h)
 			continue
 		}
-		w.statsOf(h.gen).AddHeld(&h.Held, &v)
+		w.statsOf(h.gen).Correct(&h.Held, &v)
 		w.p.countedHeld(&h.Held, &v)
 		kinds[v.Kind]++
 	}
