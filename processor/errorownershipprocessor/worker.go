@@ -136,6 +136,7 @@ type tally struct {
 	verdicts                [4]int64
 	held                    int64    // verdicts held to be judged again
 	evicted                 [4]int64 // held verdicts pushed out by max_held, by final verdict
+	corrected               [4]int64 // of evicted, those whose final verdict corrects the provisional one
 	link                    dependencyanalysis.LinkStats
 	durations               [maxTake]float64
 }
@@ -183,6 +184,7 @@ func (w *worker) analyse(batch []*buffer.Entry) {
 	if evicted > 0 {
 		tb.ProcessorErrorownershipVerdictsRejudged.Add(ctx, evicted, w.p.rejudgedEvicted)
 	}
+	w.p.countCorrected(ctx, &t.corrected)
 	for i, n := range unlinked(&t.link) {
 		if n > 0 {
 			tb.ProcessorErrorownershipSpansUnlinked.Add(ctx, int64(n), w.p.reasonAttrs[i])
@@ -253,7 +255,9 @@ func (w *worker) add(tr *dependencyanalysis.Trace, verdicts []dependencyanalysis
 		if len(w.held) >= w.p.maxHeld {
 			oldest := &w.held[0]
 			final, _ := oldest.Rejudge(modes)
-			w.statsOf(oldest.gen).Correct(&oldest.Held, &final)
+			if w.statsOf(oldest.gen).Correct(&oldest.Held, &final) {
+				t.corrected[final.Kind]++
+			}
 			w.p.countedHeld(&oldest.Held, &final)
 			t.evicted[final.Kind]++
 			w.held[0] = heldRequest{}
