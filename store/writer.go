@@ -220,8 +220,9 @@ func (w *Writer) Start(ctx context.Context) error {
 // counted; a flush that cannot fit beside the one being written (or is
 // larger than the bound by itself) is dropped instead. The flush is turned into rows before Enqueue returns: the
 // caller may reuse f.Stats and its symbols at once. A flush with an empty
-// Instance gets the writer's identity and next sequence number, as the
-// processor's do.
+// Instance gets the writer's identity and next sequence number. A flush
+// that makes no rows — a correction whose final verdicts count as the
+// provisional ones did — is not written at all.
 func (w *Writer) Enqueue(f Flush) {
 	if f.Stats == nil {
 		return
