@@ -15,6 +15,9 @@ import (
 // model learns it. It is kept compactly — what the verdict, the claim
 // accuracy and the audit need, not the trace — and judged again when the
 // model gives its edges a mode, or finally when it is too old to wait.
+// Meanwhile its first verdict is counted provisionally (AddProvisional),
+// so that a holder that dies before the final judgement leaves a verdict
+// for every request it counted; the final one then corrects it (Correct).
 type Held struct {
 	// At is when it was held, by the clock of whoever holds it.
 	At time.Time
@@ -25,8 +28,13 @@ type Held struct {
 	Service, Operation Symbol
 	// Sent is the claim the service sent at the time: it stays what was
 	// sent, and claim accuracy counts it against the final verdict.
-	Sent  ownership.Claim
-	Calls []HeldCall
+	Sent ownership.Claim
+	// Provisional and ProvisionalExpected are the verdict and the claim
+	// expected that the first judgement gave, as AddProvisional counted
+	// them: what Correct takes back.
+	Provisional         VerdictKind
+	ProvisionalExpected ownership.Claim
+	Calls               []HeldCall
 }
 
 // HeldCall is one failed call of a held request.
@@ -43,12 +51,14 @@ const (
 	HeldCallBytes = 24
 )
 
-// Hold returns v, a verdict on a request of t, as a held request.
+// Hold returns v, a verdict on a request of t, as a held request whose
+// provisional verdict is v.
 func Hold(t *Trace, v *Verdict, at time.Time) Held {
 	req := t.RequestSpan(&t.Requests[v.Request])
 	h := Held{
 		At: at, Time: req.End(), TraceID: t.ID, SpanID: req.SpanID,
 		Service: req.Service, Operation: req.Operation, Sent: v.Sent,
+		Provisional: v.Kind, ProvisionalExpected: v.Expected,
 		Calls: make([]HeldCall, len(v.FailedCalls)),
 	}
 	for i, ci := range v.FailedCalls {
@@ -84,16 +94,52 @@ func (h *Held) Symbols(keep func(Symbol)) {
 	}
 }
 
-// AddHeld counts v, the final verdict of the held request h: what Add
-// counts of a verdict.
-func (s *Stats) AddHeld(h *Held, v *Verdict) {
-	s.addVerdict(OperationKey{h.Service, h.Operation}, v, func() AuditEntry {
-		fo := &h.Calls[v.FailedCalls[0]] // coincidental: every failed call is fail-open
-		return AuditEntry{
-			Time: h.Time, TraceID: h.TraceID, SpanID: h.SpanID,
-			Service: h.Service, Operation: h.Operation,
-			PeerService: fo.PeerService, PeerOperation: fo.PeerOperation,
-			ClaimSent: v.Sent, ClaimExpected: v.Expected,
-		}
-	})
+// AddProvisional counts the provisional verdict of the held request h
+// into s.Provisional, and audits it if it is coincidental, as Add counts a
+// verdict: a store adds Provisional to Operations, so that the request has
+// its verdict in its bucket from the start; Operations, which readers that
+// only count up (metrics) read, waits for the final verdict.
+func (s *Stats) AddProvisional(h *Held) {
+	s.provisional(OperationKey{h.Service, h.Operation}).add(h.Provisional, h.Sent, h.ProvisionalExpected, 1)
+	if h.Provisional == VerdictCoincidental {
+		s.audit(h.auditEntry(h.ProvisionalExpected))
+	}
+}
+
+// Correct counts v, the final verdict of the held request h, in place of
+// its provisional one: v into Operations, as Add counts a verdict, and the
+// provisional verdict taken back from Provisional. Operations plus
+// Provisional — what a store writes — then holds the correction alone,
+// and nothing where v counts as the provisional verdict did; the audit
+// entry is withdrawn (Unaudit) or added where the two differ. It reports
+// whether they differ, that is whether a correction is written.
+func (s *Stats) Correct(h *Held, v *Verdict) (changed bool) {
+	k := OperationKey{h.Service, h.Operation}
+	s.operation(k).count(v.Kind, h.Sent, v.Expected)
+	s.provisional(k).add(h.Provisional, h.Sent, h.ProvisionalExpected, -1)
+	wasAudited, audited := h.Provisional == VerdictCoincidental, v.Kind == VerdictCoincidental
+	changed = v.Kind != h.Provisional || v.Expected != h.ProvisionalExpected
+	if wasAudited && audited && !changed {
+		return false // the provisional entry is the final one
+	}
+	if wasAudited {
+		s.unaudit(AuditKey{Time: h.Time, TraceID: h.TraceID, SpanID: h.SpanID})
+	}
+	if audited {
+		s.audit(h.auditEntry(v.Expected))
+	}
+	return changed
+}
+
+// auditEntry is h's audit entry, were it coincidental expecting expected.
+// Its peer is the first failed call, as Add's is: Rejudge lists them all,
+// in the order Hold kept.
+func (h *Held) auditEntry(expected ownership.Claim) AuditEntry {
+	fo := &h.Calls[0] // coincidental: every failed call is fail-open
+	return AuditEntry{
+		Time: h.Time, TraceID: h.TraceID, SpanID: h.SpanID,
+		Service: h.Service, Operation: h.Operation,
+		PeerService: fo.PeerService, PeerOperation: fo.PeerOperation,
+		ClaimSent: h.Sent, ClaimExpected: expected,
+	}
 }

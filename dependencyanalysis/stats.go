@@ -3,6 +3,8 @@
 package dependencyanalysis
 
 import (
+	"math"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/errorownership/errorownership/ownership"
@@ -31,6 +33,67 @@ type OperationStats struct {
 	ClaimsCorrect uint64
 	// ExpectedClaims counts failed requests by the claim the rules expect.
 	ExpectedClaims [3]uint64
+}
+
+// VerdictCounts are the figures verdicts add to an operation — OperationStats'
+// Failed, Verdicts, Claims, ClaimsCorrect and ExpectedClaims — signed, so
+// that they can take a verdict back as well as add one.
+type VerdictCounts struct {
+	Failed         int64
+	Verdicts       [4]int64
+	Claims         [3][4]int64
+	ClaimsCorrect  int64
+	ExpectedClaims [3]int64
+}
+
+// add adds n verdicts of kind whose service sent sent where the rules
+// expect expected.
+func (c *VerdictCounts) add(kind VerdictKind, sent, expected ownership.Claim, n int64) {
+	c.Failed += n
+	c.Verdicts[kind] += n
+	c.Claims[sent][kind] += n
+	c.ExpectedClaims[expected] += n
+	if sent == expected {
+		c.ClaimsCorrect += n
+	}
+}
+
+// VerdictCounts returns op's verdict figures, signed.
+func (op *OperationStats) VerdictCounts() VerdictCounts {
+	c := VerdictCounts{Failed: toSigned(op.Failed), ClaimsCorrect: toSigned(op.ClaimsCorrect)}
+	for i, n := range op.Verdicts {
+		c.Verdicts[i] = toSigned(n)
+	}
+	for i := range op.Claims {
+		for j, n := range op.Claims[i] {
+			c.Claims[i][j] = toSigned(n)
+		}
+	}
+	for i, n := range op.ExpectedClaims {
+		c.ExpectedClaims[i] = toSigned(n)
+	}
+	return c
+}
+
+// toSigned converts a count; counts past int64's range, which no real
+// traffic reaches, saturate instead of turning negative.
+func toSigned(n uint64) int64 { return int64(min(n, math.MaxInt64)) }
+
+// Merge adds o to c.
+func (c *VerdictCounts) Merge(o *VerdictCounts) {
+	c.Failed += o.Failed
+	c.ClaimsCorrect += o.ClaimsCorrect
+	for i := range o.Verdicts {
+		c.Verdicts[i] += o.Verdicts[i]
+	}
+	for i := range o.Claims {
+		for j := range o.Claims[i] {
+			c.Claims[i][j] += o.Claims[i][j]
+		}
+	}
+	for i := range o.ExpectedClaims {
+		c.ExpectedClaims[i] += o.ExpectedClaims[i]
+	}
 }
 
 // EdgeStats are one edge's traffic figures.
@@ -69,6 +132,14 @@ type AuditEntry struct {
 	PeerOperation Symbol
 	ClaimSent     ownership.Claim
 	ClaimExpected ownership.Claim
+}
+
+// AuditKey names the audit entry of one request: its trace and span, and
+// its time, which says where a store keeps it.
+type AuditKey struct {
+	Time    pcommon.Timestamp
+	TraceID pcommon.TraceID
+	SpanID  pcommon.SpanID
 }
 
 // Suppressed reports how many retries the hooks held back on the edge.
@@ -115,6 +186,19 @@ type Stats struct {
 	AuditLimit   int
 	AuditDropped uint64
 
+	// Provisional holds the verdicts of held requests counted before
+	// their final judgement (AddProvisional), less those the final one
+	// took back (Correct). A store counts Operations plus Provisional: a
+	// request then has its verdict in its bucket from its first
+	// judgement, and a later flush of the bucket carries the correction
+	// alone. Operations holds final verdicts only, for readers that can
+	// only count up, such as metrics.
+	Provisional map[OperationKey]*VerdictCounts
+	// Unaudit lists the audit entries of provisional verdicts, written
+	// with an earlier flush of the bucket, that the final verdict took
+	// back; an entry still in Audit is taken out of it instead.
+	Unaudit []AuditKey
+
 	auditCount map[Symbol]int
 	radius     []int16
 	// Direct-mapped caches in front of Operations and Edges: a trace's
@@ -140,17 +224,20 @@ func mix(a, b Symbol) uint32 { return (uint32(a)*0x9E3779B1 ^ uint32(b)*0x85EBCA
 // NewStats returns empty Stats.
 func NewStats() *Stats {
 	return &Stats{
-		Operations: make(map[OperationKey]*OperationStats),
-		Edges:      make(map[EdgeKey]*EdgeStats),
-		Depths:     make(map[DepthKey]uint64),
-		Roots:      make(map[OperationKey]*RootStats),
-		Addresses:  make(map[AddressKey]uint64),
-		auditCount: make(map[Symbol]int),
+		Operations:  make(map[OperationKey]*OperationStats),
+		Edges:       make(map[EdgeKey]*EdgeStats),
+		Depths:      make(map[DepthKey]uint64),
+		Roots:       make(map[OperationKey]*RootStats),
+		Addresses:   make(map[AddressKey]uint64),
+		Provisional: make(map[OperationKey]*VerdictCounts),
+		auditCount:  make(map[Symbol]int),
 	}
 }
 
 // Empty reports whether nothing was added since NewStats or Reset.
-func (s *Stats) Empty() bool { return s.Traces == 0 && len(s.Operations) == 0 && s.AuditDropped == 0 }
+func (s *Stats) Empty() bool {
+	return s.Traces == 0 && len(s.Operations) == 0 && s.AuditDropped == 0 && len(s.Provisional) == 0 && len(s.Unaudit) == 0
+}
 
 // Reset empties s, keeping its maps' storage.
 func (s *Stats) Reset() {
@@ -159,6 +246,7 @@ func (s *Stats) Reset() {
 	clear(s.Depths)
 	clear(s.Roots)
 	clear(s.Addresses)
+	clear(s.Provisional)
 	clear(s.auditCount)
 	clear(s.opCache[:])
 	clear(s.edgeCache[:])
@@ -166,10 +254,12 @@ func (s *Stats) Reset() {
 	s.Traces = 0
 	s.Audit = s.Audit[:0]
 	s.AuditDropped = 0
+	s.Unaudit = s.Unaudit[:0]
 }
 
 // Add accumulates a judged trace and the verdicts to count now: a verdict
-// held to be judged again (Hold) is counted once final, by AddHeld.
+// held to be judged again (Hold) is counted apart, provisionally
+// (AddProvisional) and once final (Correct).
 func (s *Stats) Add(t *Trace, verdicts []Verdict) {
 	s.Traces++
 	s.Link.Add(t.Link)
@@ -232,16 +322,21 @@ func (s *Stats) Add(t *Trace, verdicts []Verdict) {
 // addVerdict counts a verdict on a request of operation k, and audits it
 // by entry when it is coincidental.
 func (s *Stats) addVerdict(k OperationKey, v *Verdict, entry func() AuditEntry) {
-	op := s.operation(k)
-	op.Failed++
-	op.Verdicts[v.Kind]++
-	op.Claims[v.Sent][v.Kind]++
-	op.ExpectedClaims[v.Expected]++
-	if v.Sent == v.Expected {
-		op.ClaimsCorrect++
-	}
+	s.operation(k).count(v.Kind, v.Sent, v.Expected)
 	if v.Kind == VerdictCoincidental {
 		s.audit(entry())
+	}
+}
+
+// count counts a verdict of kind whose service sent sent where the rules
+// expect expected.
+func (op *OperationStats) count(kind VerdictKind, sent, expected ownership.Claim) {
+	op.Failed++
+	op.Verdicts[kind]++
+	op.Claims[sent][kind]++
+	op.ExpectedClaims[expected]++
+	if sent == expected {
+		op.ClaimsCorrect++
 	}
 }
 
@@ -253,6 +348,28 @@ func (s *Stats) audit(e AuditEntry) {
 	}
 	s.auditCount[e.Service]++
 	s.Audit = append(s.Audit, e)
+}
+
+// unaudit takes back the audit entry of k: out of Audit if it is there,
+// else listed in Unaudit for the store to delete.
+func (s *Stats) unaudit(k AuditKey) {
+	for i := range s.Audit {
+		if e := &s.Audit[i]; e.TraceID == k.TraceID && e.SpanID == k.SpanID && e.Time == k.Time {
+			s.auditCount[e.Service]--
+			s.Audit = append(s.Audit[:i], s.Audit[i+1:]...)
+			return
+		}
+	}
+	s.Unaudit = append(s.Unaudit, k)
+}
+
+func (s *Stats) provisional(k OperationKey) *VerdictCounts {
+	c, ok := s.Provisional[k]
+	if !ok {
+		c = new(VerdictCounts)
+		s.Provisional[k] = c
+	}
+	return c
 }
 
 func (s *Stats) operation(k OperationKey) *OperationStats {
@@ -400,6 +517,12 @@ func (s *Stats) Merge(o *Stats) {
 	for _, e := range o.Audit {
 		s.audit(e)
 	}
+	for k, c := range o.Provisional {
+		s.provisional(k).Merge(c)
+	}
+	for _, k := range o.Unaudit {
+		s.unaudit(k)
+	}
 	for k, v := range o.Depths {
 		s.Depths[k] += v
 	}
@@ -441,6 +564,10 @@ func (s *Stats) Symbols(keep func(Symbol)) {
 		keep(k.Service)
 		keep(k.PeerService)
 		keep(k.Address)
+	}
+	for k := range s.Provisional {
+		keep(k.Service)
+		keep(k.Operation)
 	}
 	for i := range s.Audit {
 		e := &s.Audit[i]

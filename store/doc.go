@@ -86,6 +86,23 @@
 // Schema changes a crash undid that way, or a restore from an older
 // backup, are repaired as a dropped schema is (see Writer).
 //
+// # Corrections
+//
+// A failed request whose verdict rests on edges the model has not judged
+// yet is counted at once by that first verdict, provisionally
+// (dependencyanalysis.Stats.Provisional), and judged again later; its
+// final verdict is written as a correction: a later flush of the same
+// bucket (Flush.Corrects names the flush it corrects) holding the final
+// counts less the provisional ones. Signed, they merge into the rows as
+// every flush does (t.x + excluded.x); a claim_accuracy cell taken to zero
+// is deleted; audit entries withdrawn (dependencyanalysis.Stats.Unaudit)
+// are deleted, one row each, by time, trace_id and span_id, before those
+// added. A correction that changes nothing makes no rows, and the Writer
+// writes nothing for it. A correction is written only if the flush it
+// corrects was (ErrCorrectsUnwritten): that flush may have been dropped
+// by the queue bound or rejected, and taking back what it would have
+// added would leave negative counts.
+//
 // # Never blocking the pipeline
 //
 // Writer takes flushes from the processor with Enqueue, which appends to a

@@ -33,6 +33,13 @@ type Flush struct {
 	Stats *dependencyanalysis.Stats
 	// Names resolves the symbols in Stats.
 	Names *dependencyanalysis.Symbols
+	// Corrects, if not 0, is the Seq of the flush of the same Instance and
+	// Bucket whose provisional verdicts this one corrects: Stats then
+	// carries their final verdicts and takes the provisional ones back
+	// (dependencyanalysis.Stats.Provisional, Unaudit). Such a flush is
+	// written only where that flush was, or it would take away what was
+	// never added (Write reports ErrCorrectsUnwritten).
+	Corrects uint64
 }
 
 // unknownPeer names a callee no span attribute named.
@@ -120,11 +127,15 @@ const (
 type batch struct {
 	instance string
 	seq      int64
+	corrects int64 // Flush.Corrects
 	bucket   time.Time
 	// names is the dictionary the text key slots index, sorted.
 	names  []string
 	tables [numTables]tableRows
 	audit  []auditRow
+	// unaudit are the audit entries a correction withdraws, each with
+	// how many of its rows to delete.
+	unaudit []unauditRow
 	// auditDropped counts audit entries left out (dated outside the
 	// retention window around the bucket).
 	auditDropped int
@@ -138,9 +149,15 @@ type auditRow struct {
 	service, operation, peerService, peerOperation, sent, want string
 }
 
-// rows counts the rows b writes.
+type unauditRow struct {
+	time            time.Time
+	traceID, spanID string
+	n               int32
+}
+
+// rows counts the rows b writes, and deletes.
 func (b *batch) rows() int {
-	n := len(b.audit)
+	n := len(b.audit) + len(b.unaudit)
 	for _, t := range b.tables {
 		n += len(t.rows)
 	}
@@ -153,19 +170,23 @@ func countRows(s *dependencyanalysis.Stats) int {
 	if s == nil {
 		return 0
 	}
-	n := len(s.Operations) + len(s.Edges) + len(s.Depths) + len(s.Roots) + len(s.Addresses) + len(s.Audit)
+	n := len(s.Operations) + len(s.Edges) + len(s.Depths) + len(s.Roots) + len(s.Addresses) + len(s.Audit) +
+		len(s.Provisional) + len(s.Unaudit)
 	for _, op := range s.Operations {
-		n += claimCells(op)
+		n += claimCells(&op.Claims)
+	}
+	for _, c := range s.Provisional {
+		n += claimCells(&c.Claims)
 	}
 	return n
 }
 
-// claimCells counts the non-zero cells of op's claim matrix.
-func claimCells(op *dependencyanalysis.OperationStats) int {
+// claimCells counts the non-zero cells of a claim matrix.
+func claimCells[T uint64 | int64](claims *[3][4]T) int {
 	n := 0
-	for sent := range op.Claims {
+	for sent := range claims {
 		for v := dependencyanalysis.VerdictOwn; v <= dependencyanalysis.VerdictCoincidental; v++ {
-			if op.Claims[sent][v] != 0 {
+			if claims[sent][v] != 0 {
 				n++
 			}
 		}
@@ -301,7 +322,7 @@ func newBatch(f *Flush, bucket time.Duration, maxName int) *batch {
 	// The instance is part of the flushes table's key: it is bounded
 	// like a name, keeping distinct instances distinct.
 	instance, _ := cutName(cleanText(f.Instance), maxName)
-	b := &batch{instance: instance, seq: int64(f.Seq), bucket: f.Bucket.Truncate(bucket).UTC()}
+	b := &batch{instance: instance, seq: int64(f.Seq), corrects: int64(f.Corrects), bucket: f.Bucket.Truncate(bucket).UTC()}
 	for i, spec := range allSpecs {
 		b.tables[i].spec = spec
 	}
@@ -316,6 +337,10 @@ func newBatch(f *Flush, bucket time.Duration, maxName int) *batch {
 	d.extra = append(d.extra, verdictNames[1:]...)
 	d.use(dependencyanalysis.NoSymbol)
 	for k := range s.Operations {
+		d.use(k.Service)
+		d.use(k.Operation)
+	}
+	for k := range s.Provisional {
 		d.use(k.Service)
 		d.use(k.Operation)
 	}
@@ -359,25 +384,40 @@ func newBatch(f *Flush, bucket time.Duration, maxName int) *batch {
 		verdictRank[v] = d.byName[verdictNames[v]]
 	}
 
-	ops := make([]statRow, 0, len(s.Operations))
+	// The verdict figures are the final verdicts (Operations) plus the
+	// provisional ones, signed: a correction's rows are the difference
+	// its final verdicts make, negative where they take one back.
+	ops := make([]statRow, 0, len(s.Operations)+len(s.Provisional))
 	var claims []statRow
-	for k, op := range s.Operations {
+	addOp := func(k dependencyanalysis.OperationKey, served, retries int64, c *dependencyanalysis.VerdictCounts) {
 		svc, name := d.of(k.Service), d.of(k.Operation)
 		ops = append(ops, statRow{makeKey(svc, name, 0, 0), [maxValues]int64{
-			toInt64(op.Served), toInt64(op.RetriesReceived), toInt64(op.Failed),
-			toInt64(op.Verdicts[dependencyanalysis.VerdictOwn]),
-			toInt64(op.Verdicts[dependencyanalysis.VerdictPropagated]),
-			toInt64(op.Verdicts[dependencyanalysis.VerdictCoincidental]),
-			toInt64(op.ClaimsCorrect),
-			toInt64(op.ExpectedClaims[ownership.ClaimClaimed]),
-			toInt64(op.ExpectedClaims[ownership.ClaimUnclaimed]),
+			served, retries, c.Failed,
+			c.Verdicts[dependencyanalysis.VerdictOwn],
+			c.Verdicts[dependencyanalysis.VerdictPropagated],
+			c.Verdicts[dependencyanalysis.VerdictCoincidental],
+			c.ClaimsCorrect,
+			c.ExpectedClaims[ownership.ClaimClaimed],
+			c.ExpectedClaims[ownership.ClaimUnclaimed],
 		}})
-		for sent := range op.Claims {
+		for sent := range c.Claims {
 			for v := dependencyanalysis.VerdictOwn; v <= dependencyanalysis.VerdictCoincidental; v++ {
-				if c := op.Claims[sent][v]; c != 0 {
-					claims = append(claims, statRow{makeKey(svc, name, claimRank[sent], verdictRank[v]), [maxValues]int64{toInt64(c)}})
+				if n := c.Claims[sent][v]; n != 0 {
+					claims = append(claims, statRow{makeKey(svc, name, claimRank[sent], verdictRank[v]), [maxValues]int64{n}})
 				}
 			}
+		}
+	}
+	for k, op := range s.Operations {
+		c := op.VerdictCounts()
+		if p := s.Provisional[k]; p != nil {
+			c.Merge(p)
+		}
+		addOp(k, toInt64(op.Served), toInt64(op.RetriesReceived), &c)
+	}
+	for k, p := range s.Provisional {
+		if _, ok := s.Operations[k]; !ok {
+			addOp(k, 0, 0, p)
 		}
 	}
 	b.tables[tableOps].rows = ops
@@ -422,6 +462,9 @@ func newBatch(f *Flush, bucket time.Duration, maxName int) *batch {
 
 	for i := range b.tables {
 		b.tables[i].sortMerge()
+		// A correction whose final verdicts count as the provisional
+		// ones did nets to nothing, and writes nothing.
+		b.tables[i].rows = slices.DeleteFunc(b.tables[i].rows, func(r statRow) bool { return r.vals == [maxValues]int64{} })
 	}
 
 	b.audit = make([]auditRow, 0, len(s.Audit))
@@ -433,6 +476,17 @@ func newBatch(f *Flush, bucket time.Duration, maxName int) *batch {
 			peerService: d.names[d.peer(e.PeerService)], peerOperation: d.name(e.PeerOperation),
 			sent: e.ClaimSent.String(), want: e.ClaimExpected.String(),
 		})
+	}
+	// A request analysed twice (its trace sent twice) has two entries:
+	// each withdrawal deletes one.
+	withdrawn := make(map[dependencyanalysis.AuditKey]int, len(s.Unaudit))
+	for _, k := range s.Unaudit {
+		if i, ok := withdrawn[k]; ok {
+			b.unaudit[i].n++
+			continue
+		}
+		withdrawn[k] = len(b.unaudit)
+		b.unaudit = append(b.unaudit, unauditRow{time: k.Time.AsTime().UTC(), traceID: hexID(k.TraceID[:]), spanID: hexID(k.SpanID[:]), n: 1})
 	}
 	return b
 }

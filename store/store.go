@@ -188,11 +188,20 @@ func schemaChanged(err error) bool {
 // before. A Write that failed with an unknown outcome, such as a connection
 // lost during COMMIT, may and should be repeated with the same flush. Audit
 // entries dated more than Config.Retention before the bucket or more than a
-// day after it are left out. Write does not take ownership of f.Stats; it
-// does not queue or retry (Writer does).
+// day after it are left out. A correction (Flush.Corrects) of a flush the
+// store does not hold writes nothing and returns ErrCorrectsUnwritten.
+// Write does not take ownership of f.Stats; it does not queue or retry
+// (Writer does).
 func (s *Store) Write(ctx context.Context, f Flush) (duplicate bool, err error) {
 	return s.write(ctx, s.newBatch(&f))
 }
+
+// ErrCorrectsUnwritten says that a flush correcting another
+// (Flush.Corrects) was not written because the store does not hold the
+// other: it was dropped or rejected. Its provisional verdicts were never
+// added, so taking them back would leave the bucket short of them; and
+// the final verdicts would count requests the bucket does not count.
+var ErrCorrectsUnwritten = errors.New("store: the flush a correction corrects was not written")
 
 // newBatch is newBatch with the store's bucket width and retention.
 func (s *Store) newBatch(f *Flush) *batch {
@@ -235,7 +244,19 @@ const (
 	// only then can the bucket have rows. A statement of its own, so that
 	// its snapshot is taken after lockBucket returns.
 	bucketWritten = `SELECT EXISTS (SELECT 1 FROM flushes WHERE bucket = $1 AND NOT (instance = $2 AND seq = $3))`
-	insertAudit   = `INSERT INTO coincidental_audit (time, trace_id, span_id, service, operation, peer_service, peer_operation, claim_sent, claim_expected, reason)
+	// flushWritten reports whether a flush was written: the one a
+	// correction corrects.
+	flushWritten = `SELECT EXISTS (SELECT 1 FROM flushes WHERE instance = $1 AND seq = $2)`
+	// deleteAudit deletes, for each request named, as many of its audit
+	// entries as asked; the time finds the partition. Withdrawn entries
+	// were written by an earlier flush: a Stats takes back its own.
+	deleteAudit = `DELETE FROM coincidental_audit a
+USING (SELECT e.tableoid AS rel, e.ctid AS tid
+       FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::integer[]) AS k(time, trace_id, span_id, n)
+       CROSS JOIN LATERAL (SELECT c.tableoid, c.ctid FROM coincidental_audit c
+                           WHERE c.time = k.time AND c.trace_id = k.trace_id AND c.span_id = k.span_id LIMIT k.n) e) d
+WHERE a.tableoid = d.rel AND a.ctid = d.tid`
+	insertAudit = `INSERT INTO coincidental_audit (time, trace_id, span_id, service, operation, peer_service, peer_operation, claim_sent, claim_expected, reason)
 SELECT unnest($2::timestamptz[]), unnest($3::text[]), unnest($4::text[]), unnest($5::text[]), unnest($6::text[]),
        unnest($7::text[]), unnest($8::text[]), unnest($9::text[]), unnest($10::text[]), $1`
 )
@@ -406,7 +427,13 @@ func (s *Store) write(ctx context.Context, b *batch) (duplicate bool, err error)
 	}()
 	var q pgx.Batch
 	var claimed, written bool
+	corrected := true
 	q.Queue(durableCommit)
+	if b.corrects != 0 {
+		// Before the flush claims its identity: a correction that finds
+		// its own identity taken was written, with what it corrects.
+		q.Queue(flushWritten, b.instance, b.corrects).QueryRow(func(row pgx.Row) error { return row.Scan(&corrected) })
+	}
 	q.Queue(insertFlush, b.instance, b.seq, b.bucket, b.rows()).Exec(func(tag pgconn.CommandTag) error {
 		claimed = tag.RowsAffected() == 1
 		return nil
@@ -418,6 +445,9 @@ func (s *Store) write(ctx context.Context, b *batch) (duplicate bool, err error)
 	}
 	if !claimed {
 		return true, nil
+	}
+	if !corrected {
+		return false, ErrCorrectsUnwritten
 	}
 	merge := written || s.mustMerge(b.bucket)
 
@@ -431,6 +461,11 @@ func (s *Store) write(ctx context.Context, b *batch) (duplicate bool, err error)
 		return err
 	}
 	suffix := partitionSuffix(b.bucket)
+	if len(b.unaudit) > 0 {
+		// Before the entries added: a correction may withdraw a
+		// request's entry and add another for it.
+		q.Queue(deleteAudit, b.unauditArrays()...)
+	}
 	for i := range b.tables {
 		t := &b.tables[i]
 		if len(t.rows) == 0 {
@@ -449,6 +484,11 @@ func (s *Store) write(ctx context.Context, b *batch) (duplicate bool, err error)
 			return false, s.writeError(b, "copying the flush's rows", err)
 		}
 		q.Queue(t.spec.upsertStaged(target, merge))
+	}
+	if keys := b.tables[tableClaims].emptied(b.names); keys != nil {
+		// A cell a correction took to zero goes, as cells that never
+		// counted a request are never written.
+		q.Queue(fmt.Sprintf(deleteEmptyClaims, pgx.Identifier{allSpecs[tableClaims].name + suffix}.Sanitize()), append([]any{b.bucket}, keys...)...)
 	}
 	if len(b.audit) > 0 {
 		q.Queue(insertAudit, b.auditArrays()...)
@@ -574,6 +614,47 @@ func (r *rowSource) Values() ([]any, error) {
 }
 
 func (r *rowSource) Err() error { return nil }
+
+// deleteEmptyClaims deletes the claim-accuracy cells of a bucket's
+// partition (%s) that a correction may have taken to zero.
+const deleteEmptyClaims = `DELETE FROM %s
+WHERE bucket = $1 AND requests = 0
+  AND (service, operation, claim_sent, verdict) IN (SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]))`
+
+// emptied returns, as one array per key column, the keys of the rows
+// that take counts away, or nil if none does.
+func (t *tableRows) emptied(names []string) []any {
+	var cols [][]string
+	for _, r := range t.rows {
+		if r.vals[0] >= 0 {
+			continue
+		}
+		if cols == nil {
+			cols = make([][]string, len(t.spec.keys))
+		}
+		for i := range cols {
+			cols[i] = append(cols[i], names[r.key.slot(i)])
+		}
+	}
+	if cols == nil {
+		return nil
+	}
+	args := make([]any, len(cols))
+	for i, c := range cols {
+		args[i] = c
+	}
+	return args
+}
+
+// unauditArrays returns the arguments of deleteAudit.
+func (b *batch) unauditArrays() []any {
+	n := len(b.unaudit)
+	times, traces, spans, counts := make([]time.Time, n), make([]string, n), make([]string, n), make([]int32, n)
+	for i, u := range b.unaudit {
+		times[i], traces[i], spans[i], counts[i] = u.time, u.traceID, u.spanID, u.n
+	}
+	return []any{times, traces, spans, counts}
+}
 
 // auditArrays returns the arguments of insertAudit.
 func (b *batch) auditArrays() []any {

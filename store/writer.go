@@ -41,7 +41,9 @@ type WriterStats struct {
 	// Retries counts failed attempts that were tried again.
 	Retries uint64
 	// DroppedFlushes and DroppedRows count what the queue bound (or a
-	// Shutdown deadline, or Enqueue after Shutdown) made the writer give up.
+	// Shutdown deadline, or Enqueue after Shutdown) made the writer give
+	// up, and the corrections of flushes so lost or rejected, which
+	// would take away what was never added (ErrCorrectsUnwritten).
 	DroppedFlushes, DroppedRows uint64
 	// RejectedFlushes counts flushes the database refused with an error no
 	// retry can fix: SQLSTATE class 22 (data exception), 23 (integrity
@@ -218,8 +220,9 @@ func (w *Writer) Start(ctx context.Context) error {
 // counted; a flush that cannot fit beside the one being written (or is
 // larger than the bound by itself) is dropped instead. The flush is turned into rows before Enqueue returns: the
 // caller may reuse f.Stats and its symbols at once. A flush with an empty
-// Instance gets the writer's identity and next sequence number, as the
-// processor's do.
+// Instance gets the writer's identity and next sequence number. A flush
+// that makes no rows — a correction whose final verdicts count as the
+// provisional ones did — is not written at all.
 func (w *Writer) Enqueue(f Flush) {
 	if f.Stats == nil {
 		return
@@ -240,6 +243,9 @@ func (w *Writer) Enqueue(f Flush) {
 	w.stats.AuditDropped += uint64(b.auditDropped)
 	w.stats.NamesCut += uint64(b.namesCut)
 	n := b.rows()
+	if n == 0 {
+		return // a correction that changes nothing
+	}
 	// The flush being written is held too, and may be for as long as
 	// the database is down: the bound is on memory.
 	inflight := 0
@@ -665,6 +671,15 @@ func (w *Writer) attempt(ctx context.Context, p *pending, migrated *bool) error 
 		*migrated = true
 	}
 	dup, err := w.store.write(actx, p.batch)
+	if errors.Is(err, ErrCorrectsUnwritten) {
+		// Lost with the flush it corrects, which was counted then.
+		w.mu.Lock()
+		w.stats.DroppedFlushes++
+		w.stats.DroppedRows += uint64(p.rows)
+		w.inflight = nil
+		w.mu.Unlock()
+		return nil
+	}
 	if err != nil {
 		return w.record(err)
 	}

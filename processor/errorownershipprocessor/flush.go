@@ -44,10 +44,14 @@ func (p *ownershipProcessor) flush(ctx context.Context, final bool) {
 	}
 	end := time.Now()
 	snap := &sink.Snapshot{Stats: p.merged, Symbols: p.symbols, Start: p.bucketStart, End: end}
-	p.genStart[p.gen] = p.bucketStart
+	if p.sink != nil && !p.merged.Empty() {
+		p.seq++
+		snap.Seq = p.seq
+	}
+	p.gens[p.gen] = genBucket{start: p.bucketStart, seq: snap.Seq}
 	p.gen++
 	p.bucketStart = end
-	if p.sink != nil && !p.merged.Empty() {
+	if snap.Seq != 0 {
 		if err := p.flushTo(ctx, snap); err != nil {
 			p.logger.Warn("Dropped an error-ownership statistics bucket: the sink failed",
 				zap.Time("start", snap.Start), zap.Time("end", snap.End), zap.Error(err))
@@ -62,8 +66,16 @@ func (p *ownershipProcessor) flush(ctx context.Context, final bool) {
 	}
 }
 
-// flushLate hands on the final verdicts of held requests whose buckets were
-// flushed before, each to its own bucket, where the store merges them.
+// genBucket is a flushed generation's bucket: when it began, and the Seq
+// of its snapshot (0: none was handed to the sink).
+type genBucket struct {
+	start time.Time
+	seq   uint64
+}
+
+// flushLate hands on the corrections of held requests whose buckets were
+// flushed before, each to its own bucket as a correction of that bucket's
+// snapshot, which the store merges into the rows it wrote.
 func (p *ownershipProcessor) flushLate(ctx context.Context) {
 	for _, w := range p.workers {
 		w.lateMu.Lock()
@@ -78,12 +90,14 @@ func (p *ownershipProcessor) flushLate(ctx context.Context) {
 		w.lateMu.Unlock()
 	}
 	for gen, s := range p.late {
-		start := p.genStart[gen]
-		snap := &sink.Snapshot{Stats: s, Symbols: p.symbols, Start: start, End: start.Add(p.flushEach)}
+		b := p.gens[gen]
+		snap := &sink.Snapshot{Stats: s, Symbols: p.symbols, Start: b.start, End: b.start.Add(p.flushEach), Corrects: b.seq}
 		if p.sink != nil && !s.Empty() {
+			p.seq++
+			snap.Seq = p.seq
 			if err := p.flushTo(ctx, snap); err != nil {
 				p.logger.Warn("Dropped the final verdicts of held requests: the sink failed",
-					zap.Time("bucket", start), zap.Error(err))
+					zap.Time("bucket", b.start), zap.Error(err))
 			}
 		}
 		p.flushed(snap)
@@ -98,9 +112,9 @@ func (p *ownershipProcessor) flushLate(ctx context.Context) {
 		}
 		w.mu.Unlock()
 	}
-	for gen := range p.genStart {
+	for gen := range p.gens {
 		if gen < oldest {
-			delete(p.genStart, gen)
+			delete(p.gens, gen)
 		}
 	}
 }

@@ -92,13 +92,15 @@ type ownershipProcessor struct {
 	flushing    sync.Mutex // serialises flushes
 	merged      *dependencyanalysis.Stats
 	bucketStart time.Time
-	// gen is the generation of the bucket being filled; genStart when each
-	// earlier generation's bucket began, while a held request may be of it.
-	gen      uint64
-	genStart map[uint64]time.Time
-	// late are the final verdicts of held requests whose bucket was
-	// flushed already, by generation: each is flushed to its own bucket.
+	// gen is the generation of the bucket being filled; gens are the
+	// earlier generations' buckets, while a held request may be of one.
+	gen  uint64
+	gens map[uint64]genBucket
+	// late are the corrections of held requests whose bucket was flushed
+	// already, by generation: each is flushed to its own bucket.
 	late map[uint64]*dependencyanalysis.Stats
+	// seq numbers the snapshots handed to the sink.
+	seq uint64
 
 	// maxHeld bounds each worker's held requests (rejudge.max_held over
 	// the workers); maxAge is rejudge.max_age. maxHeld 0 holds none.
@@ -155,7 +157,7 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 		auditLimit:  -1, // until start finds a store
 	}
 	p.merged = p.newStats()
-	p.genStart, p.late = make(map[uint64]time.Time), make(map[uint64]*dependencyanalysis.Stats)
+	p.gens, p.late = make(map[uint64]genBucket), make(map[uint64]*dependencyanalysis.Stats)
 	if cfg.Rejudge.holds() {
 		p.maxHeld, p.maxAge = max(cfg.Rejudge.MaxHeld/workers, 1), cfg.Rejudge.MaxAge
 	}

@@ -4,6 +4,8 @@ package errorownershipprocessor
 
 import (
 	"context"
+	"encoding/hex"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
+	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/store"
 	"github.com/errorownership/errorownership/store/pgtest"
 )
@@ -174,4 +177,193 @@ func TestHeldBoundedByCount(t *testing.T) {
 	require.NoError(t, proc.Shutdown(ctx))
 	assert.EqualValues(t, 5, counter(t, tt, "verdicts_rejudged", attribute.String("cause", "shutdown")), "the last five at shutdown")
 	assert.EqualValues(t, 2*traces, counter(t, tt, "verdicts", attribute.String("verdict", "propagated")), "every failure counted once")
+}
+
+// verdictFigures are the verdict figures of a store, or of offline
+// analysis, by name: per "service operation" its requests served, failed,
+// own, propagated, coincidental, claims correct, expected claimed and
+// unclaimed; the claim-accuracy cells that count requests, per "service
+// operation claim_sent verdict"; the audit entries, per request.
+type verdictFigures struct {
+	ops    map[string][8]int64
+	claims map[string]int64
+	audit  map[string]int
+}
+
+// offlineFigures judges the coincidental scenario's traces, each once, by
+// the modes a model learned over all of them (learned), or by a model
+// that knows no edge: the figures once every request is judged for good,
+// and the figures of every request judged as it first is while the model
+// learns.
+func offlineFigures(t *testing.T, learned bool) verdictFigures {
+	t.Helper()
+	cfg := testConfig(nil).Engine()
+	syms := dependencyanalysis.NewSymbols(0)
+	ex := dependencyanalysis.NewExtractor(cfg, syms)
+	var recs []dependencyanalysis.Record
+	for _, td := range scenarioBatches(t, "coincidental") {
+		recs = ex.Append(recs, td)
+	}
+	model := dependencyanalysis.NewEdgeModel(cfg.EdgeModel)
+	an := dependencyanalysis.NewAnalyzer()
+	if learned {
+		dependencyanalysis.ForEachTrace(recs, func(id pcommon.TraceID, spans []dependencyanalysis.Span) { model.Observe(an.Link(id, spans)) })
+	}
+	stats := dependencyanalysis.NewStats()
+	dependencyanalysis.ForEachTrace(recs, func(id pcommon.TraceID, spans []dependencyanalysis.Span) {
+		tr := an.Link(id, spans)
+		stats.Add(tr, an.Judge(tr, model))
+	})
+	f := verdictFigures{ops: map[string][8]int64{}, claims: map[string]int64{}, audit: map[string]int{}}
+	for k, op := range stats.Operations {
+		name := syms.Name(k.Service) + " " + syms.Name(k.Operation)
+		f.ops[name] = [8]int64{int64(op.Served), int64(op.Failed),
+			int64(op.Verdicts[dependencyanalysis.VerdictOwn]), int64(op.Verdicts[dependencyanalysis.VerdictPropagated]), int64(op.Verdicts[dependencyanalysis.VerdictCoincidental]),
+			int64(op.ClaimsCorrect), int64(op.ExpectedClaims[ownership.ClaimClaimed]), int64(op.ExpectedClaims[ownership.ClaimUnclaimed])}
+		for sent := ownership.ClaimMissing; sent <= ownership.ClaimUnclaimed; sent++ {
+			for kind := dependencyanalysis.VerdictOwn; kind <= dependencyanalysis.VerdictCoincidental; kind++ {
+				if n := op.Claims[sent][kind]; n > 0 {
+					f.claims[name+" "+sent.String()+" "+kind.String()] = int64(n)
+				}
+			}
+		}
+	}
+	for _, e := range stats.Audit {
+		f.audit[strings.Join([]string{hex.EncodeToString(e.TraceID[:]), hex.EncodeToString(e.SpanID[:]), syms.Name(e.Service),
+			syms.Name(e.PeerService), e.ClaimSent.String(), e.ClaimExpected.String()}, " ")]++
+	}
+	return f
+}
+
+// storedFigures reads verdictFigures from the store, summed over buckets,
+// and fails the test if a row holds a negative count or a claim cell none.
+func storedFigures(ctx context.Context, t *testing.T, conn *pgx.Conn) verdictFigures {
+	t.Helper()
+	f := verdictFigures{ops: map[string][8]int64{}, claims: map[string]int64{}, audit: map[string]int{}}
+	rows, err := conn.Query(ctx, `SELECT service || ' ' || operation, sum(served), sum(failed), sum(verdict_own), sum(verdict_propagated),
+		sum(verdict_coincidental), sum(claims_correct), sum(expected_claimed), sum(expected_unclaimed)
+		FROM operation_stats GROUP BY 1`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var name string
+		var v [8]int64
+		require.NoError(t, rows.Scan(&name, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]))
+		f.ops[name] = v
+	}
+	require.NoError(t, rows.Err())
+	rows, err = conn.Query(ctx, `SELECT service || ' ' || operation || ' ' || claim_sent || ' ' || verdict, sum(requests) FROM claim_accuracy GROUP BY 1`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var cell string
+		var n int64
+		require.NoError(t, rows.Scan(&cell, &n))
+		f.claims[cell] = n
+	}
+	require.NoError(t, rows.Err())
+	rows, err = conn.Query(ctx, `SELECT concat_ws(' ', trace_id, span_id, service, peer_service, claim_sent, claim_expected) FROM coincidental_audit`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var entry string
+		require.NoError(t, rows.Scan(&entry))
+		f.audit[entry]++
+	}
+	require.NoError(t, rows.Err())
+	var bad int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM operation_stats
+		WHERE least(failed, verdict_own, verdict_propagated, verdict_coincidental, claims_correct, expected_claimed, expected_unclaimed) < 0)
+		+ (SELECT count(*) FROM claim_accuracy WHERE requests <= 0)`).Scan(&bad))
+	assert.Zero(t, bad, "rows with a negative count, or claim cells with none")
+	return f
+}
+
+// TestNoVerdictLostToACrash: a held request's provisional verdict is in
+// the store from its bucket's flush on, and its correction from the flush
+// that judges it for good, so that a collector killed at any point leaves
+// every request it flushed counted with a verdict. The store's figures —
+// verdicts per operation, claim accuracy, audit log — are compared with
+// offline analysis of the same traffic: judged for good by the learned
+// model, as today's code ends once everything is judged, or judged as
+// first, with no edge known, where the kill came before the model learned.
+func TestNoVerdictLostToACrash(t *testing.T) {
+	parts, _ := learningFirst(t)
+	learned, unlearned := offlineFigures(t, true), offlineFigures(t, false)
+	require.NotEqual(t, learned.ops, unlearned.ops, "the learning changes verdicts, or nothing is tested")
+	tests := []struct {
+		name string
+		// learn: the store's model is read before each flush, as every
+		// store.model_refresh; else never, as while edges are learned.
+		learn bool
+		// crash: the collector is killed once its flushes are written,
+		// instead of shut down.
+		crash bool
+		want  verdictFigures
+	}{
+		{"a crash-free finish", true, false, learned},
+		{"killed while the edges were being learned: the provisional verdicts", false, true, unlearned},
+		{"killed once the model had learned: the corrections written", true, true, learned},
+		{"shut down while the edges were being learned: judged once more, nothing changes", false, false, unlearned},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dsn := pgtest.Start(t).DSN()
+			tt := componenttest.NewTelemetry()
+			t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
+			proc, p := newTestProcessor(t, tt, testConfig(func(c *Config) {
+				c.DecisionWait = 10 * time.Millisecond
+				c.FlushInterval = time.Hour // the test flushes
+				c.Rejudge = RejudgeConfig{MaxHeld: 1000, MaxAge: time.Hour}
+				storeConfig(dsn, func(sc *store.Config) {
+					sc.ModelRefresh = time.Hour // the test reads the model
+					sc.AuditPerServicePerMinute = 0
+					sc.Retention = 0 // the scenario's spans are dated on its own day
+				})(c)
+				if !tc.learn {
+					// Whatever the model reads, no edge gets a mode (the
+					// store extension's edge_model, which hostFor takes
+					// from the processor's).
+					c.EdgeModel.MinSamples = 1 << 20
+				}
+			}), new(consumertest.TracesSink))
+			ctx := context.Background()
+			require.NoError(t, proc.Start(ctx, hostFor(t, p.cfg)))
+			analysed := 0
+			for _, part := range append(parts, nil) { // a last flush with no new traffic
+				for _, td := range part {
+					require.NoError(t, proc.ConsumeTraces(ctx, td))
+				}
+				analysed += len(part)
+				require.Eventually(t, func() bool { return counter(t, tt, "traces_analyzed") == int64(analysed) },
+					10*time.Second, 5*time.Millisecond)
+				if tc.learn {
+					require.Eventually(t, func() bool { return p.storeSink.Writer.Stats().PendingFlushes == 0 }, 10*time.Second, 5*time.Millisecond)
+					require.True(t, p.storeModel.Read(ctx))
+				}
+				p.flush(ctx, false)
+			}
+			require.Eventually(t, func() bool { return p.storeSink.Writer.Stats().PendingFlushes == 0 }, 10*time.Second, 5*time.Millisecond,
+				"every flush written")
+			if tc.crash {
+				// What the process would write from now on dies with it.
+				p.flushing.Lock()
+				p.sink = nil
+				p.flushing.Unlock()
+			}
+			require.NoError(t, proc.Shutdown(ctx))
+			st := p.storeSink.Writer.Stats()
+			assert.Zero(t, st.DroppedFlushes+st.RejectedFlushes, "flushes dropped or rejected")
+			if tc.learn {
+				assert.Positive(t, counter(t, tt, "verdicts_corrected", attribute.String("verdict", "coincidental")), "corrections")
+			} else {
+				assert.Zero(t, counter(t, tt, "verdicts_corrected", attribute.String("verdict", "coincidental")), "corrections")
+			}
+
+			conn, err := pgx.Connect(ctx, dsn)
+			require.NoError(t, err)
+			defer conn.Close(ctx)
+			got := storedFigures(ctx, t, conn)
+			assert.Equal(t, tc.want.ops, got.ops, "per operation: served, failed, own, propagated, coincidental, claims correct, expected claimed, unclaimed")
+			assert.Equal(t, tc.want.claims, got.claims, "claim accuracy")
+			assert.Equal(t, tc.want.audit, got.audit, "audit log")
+		})
+	}
 }

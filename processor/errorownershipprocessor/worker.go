@@ -34,8 +34,9 @@ type worker struct {
 	settled []dependencyanalysis.Verdict // scratch: the verdicts counted now
 	// gen numbers the bucket the worker's stats are for; flush advances it.
 	gen uint64
-	// late are the final verdicts of held requests of buckets already
-	// flushed, by generation, until the flusher takes them.
+	// late are the corrections of held requests of buckets already
+	// flushed — their final verdicts in place of the provisional ones — by
+	// generation, until the flusher takes them.
 	lateMu sync.Mutex
 	late   map[uint64]*dependencyanalysis.Stats
 }
@@ -135,6 +136,7 @@ type tally struct {
 	verdicts                [4]int64
 	held                    int64    // verdicts held to be judged again
 	evicted                 [4]int64 // held verdicts pushed out by max_held, by final verdict
+	corrected               [4]int64 // of evicted, those whose final verdict corrects the provisional one
 	link                    dependencyanalysis.LinkStats
 	durations               [maxTake]float64
 }
@@ -182,6 +184,7 @@ func (w *worker) analyse(batch []*buffer.Entry) {
 	if evicted > 0 {
 		tb.ProcessorErrorownershipVerdictsRejudged.Add(ctx, evicted, w.p.rejudgedEvicted)
 	}
+	w.p.countCorrected(ctx, &t.corrected)
 	for i, n := range unlinked(&t.link) {
 		if n > 0 {
 			tb.ProcessorErrorownershipSpansUnlinked.Add(ctx, int64(n), w.p.reasonAttrs[i])
@@ -232,8 +235,10 @@ func (w *worker) analyseTrace(e *buffer.Entry, t *tally) (ms float64, timed, ok 
 func durationSampled(id pcommon.TraceID) bool { return (id[15]^id[7])&7 == 0 }
 
 // add counts the trace and its settled verdicts, and holds the unsettled
-// ones to be judged again; past maxHeld the oldest held is judged for the
-// last time, by modes.
+// ones to be judged again, counting their first verdict provisionally, so
+// that a crash before the final judgement leaves every request counted
+// with a verdict; past maxHeld the oldest held is judged for the last
+// time, by modes.
 func (w *worker) add(tr *dependencyanalysis.Trace, verdicts []dependencyanalysis.Verdict, modes dependencyanalysis.Modes, t *tally) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -250,7 +255,9 @@ func (w *worker) add(tr *dependencyanalysis.Trace, verdicts []dependencyanalysis
 		if len(w.held) >= w.p.maxHeld {
 			oldest := &w.held[0]
 			final, _ := oldest.Rejudge(modes)
-			w.statsOf(oldest.gen).AddHeld(&oldest.Held, &final)
+			if w.statsOf(oldest.gen).Correct(&oldest.Held, &final) {
+				t.corrected[final.Kind]++
+			}
 			w.p.countedHeld(&oldest.Held, &final)
 			t.evicted[final.Kind]++
 			w.held[0] = heldRequest{}
@@ -260,6 +267,7 @@ func (w *worker) add(tr *dependencyanalysis.Trace, verdicts []dependencyanalysis
 			now = time.Now()
 		}
 		w.held = append(w.held, heldRequest{Held: dependencyanalysis.Hold(tr, v, now), gen: w.gen})
+		w.stats.AddProvisional(&w.held[len(w.held)-1].Held)
 		t.held++
 	}
 	w.stats.Add(tr, w.settled)

@@ -48,6 +48,7 @@ type TelemetryBuilder struct {
 	ProcessorErrorownershipTracesAnalyzed        metric.Int64Counter
 	ProcessorErrorownershipTracesEvicted         metric.Int64Counter
 	ProcessorErrorownershipVerdicts              metric.Int64Counter
+	ProcessorErrorownershipVerdictsCorrected     metric.Int64Counter
 	ProcessorErrorownershipVerdictsHeld          metric.Int64Counter
 	ProcessorErrorownershipVerdictsRejudged      metric.Int64Counter
 }
@@ -347,9 +348,15 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{request}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ProcessorErrorownershipVerdictsCorrected, err = builder.meter.Int64Counter(
+		"otelcol_processor_errorownership_verdicts_corrected",
+		metric.WithDescription("Held failed requests whose final verdict counts otherwise than the provisional one they were counted with when held, by final verdict; each is a correction written into the request's bucket. The rest of verdicts_rejudged change nothing there. [Alpha]"),
+		metric.WithUnit("{request}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ProcessorErrorownershipVerdictsHeld, err = builder.meter.Int64Counter(
 		"otelcol_processor_errorownership_verdicts_held",
-		metric.WithDescription("Failed inbound requests whose verdict rested on edges without a mode, held to be judged again. [Alpha]"),
+		metric.WithDescription("Failed inbound requests whose verdict rested on edges without a mode, held to be judged again; their first verdict is counted in their bucket provisionally. [Alpha]"),
 		metric.WithUnit("{request}"),
 	)
 	errs = errors.Join(errs, err)

@@ -332,10 +332,26 @@ func AssertEqualProcessorErrorownershipVerdicts(t *testing.T, tt *componenttest.
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualProcessorErrorownershipVerdictsCorrected(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_errorownership_verdicts_corrected",
+		Description: "Held failed requests whose final verdict counts otherwise than the provisional one they were counted with when held, by final verdict; each is a correction written into the request's bucket. The rest of verdicts_rejudged change nothing there. [Alpha]",
+		Unit:        "{request}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_errorownership_verdicts_corrected")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualProcessorErrorownershipVerdictsHeld(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_errorownership_verdicts_held",
-		Description: "Failed inbound requests whose verdict rested on edges without a mode, held to be judged again. [Alpha]",
+		Description: "Failed inbound requests whose verdict rested on edges without a mode, held to be judged again; their first verdict is counted in their bucket provisionally. [Alpha]",
 		Unit:        "{request}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

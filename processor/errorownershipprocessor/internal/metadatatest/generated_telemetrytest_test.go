@@ -67,6 +67,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorErrorownershipTracesAnalyzed.Add(context.Background(), 1)
 	tb.ProcessorErrorownershipTracesEvicted.Add(context.Background(), 1)
 	tb.ProcessorErrorownershipVerdicts.Add(context.Background(), 1)
+	tb.ProcessorErrorownershipVerdictsCorrected.Add(context.Background(), 1)
 	tb.ProcessorErrorownershipVerdictsHeld.Add(context.Background(), 1)
 	tb.ProcessorErrorownershipVerdictsRejudged.Add(context.Background(), 1)
 	AssertEqualProcessorErrorownershipAnalysisDuration(t, testTel,
@@ -127,6 +128,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorErrorownershipVerdicts(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorErrorownershipVerdictsCorrected(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorErrorownershipVerdictsHeld(t, testTel,

@@ -21,6 +21,13 @@ type Snapshot struct {
 	Symbols *dependencyanalysis.Symbols
 	// Start and End bound the bucket: End of one flush is Start of the next.
 	Start, End time.Time
+	// Seq numbers the snapshots a processor hands its sink, from 1; with
+	// the sink's own instance name it identifies the flush.
+	Seq uint64
+	// Corrects is, for the late snapshot of a bucket flushed before, the
+	// Seq of that bucket's snapshot, whose provisional verdicts it
+	// corrects (dependencyanalysis.Stats.Provisional); 0 otherwise.
+	Corrects uint64
 }
 
 // Sink receives the statistics every flush_interval and once at shutdown.

@@ -5,6 +5,7 @@ package sink
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -15,11 +16,15 @@ import (
 )
 
 // Store hands every bucket to a store.Writer, which writes it exactly once
-// from its own goroutine: Flush never waits for the database. The writer
-// gives each flush its identity.
+// from its own goroutine: Flush never waits for the database. Each flush's
+// identity is the Store's instance name and the snapshot's Seq, so that a
+// late snapshot can name the flush it corrects (Snapshot.Corrects).
 type Store struct {
 	// Writer writes the buckets; the processor starts and shuts it down.
 	Writer *store.Writer
+
+	once     sync.Once
+	instance string
 }
 
 // NewStore writes to st, logging the writer's failures to logger.
@@ -30,7 +35,16 @@ func NewStore(st *store.Store, logger *zap.Logger, opts ...store.WriterOption) *
 // Flush queues the bucket; the writer turns it into rows before it
 // returns, so the processor may reuse the statistics at once.
 func (s *Store) Flush(_ context.Context, snap *Snapshot) error {
-	s.Writer.Enqueue(store.Flush{Bucket: snap.Start, Stats: snap.Stats, Names: snap.Symbols})
+	f := store.Flush{Bucket: snap.Start, Stats: snap.Stats, Names: snap.Symbols}
+	if snap.Seq != 0 {
+		// Named once per Store, and so per process lifetime, as the
+		// exactly-once identity requires (store.NewInstanceID). A
+		// snapshot without a Seq gets the writer's identity, and can
+		// name no flush it corrects.
+		s.once.Do(func() { s.instance = store.NewInstanceID() })
+		f.Instance, f.Seq, f.Corrects = s.instance, snap.Seq, snap.Corrects
+	}
+	s.Writer.Enqueue(f)
 	return nil
 }
 
