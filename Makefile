@@ -19,7 +19,7 @@ RACE_PKGS := ./dependencyanalysis/... ./processor/... ./connector/... ./extensio
 BENCHTIME ?= 1s
 DB_DIR   ?= .db
 
-.PHONY: all build test generate tidy test-hooks hooks-deps check-modules release-tags lint bench bench-peers bench-hints fuzz soak demo scale-demo scenarios otelcol run clean db db-stop dashboards plugin
+.PHONY: all build test test-unit generate tidy test-hooks hooks-deps check-modules release-tags lint bench bench-peers bench-hints fuzz soak demo scale-demo scenarios otelcol run clean db db-stop dashboards plugin
 
 all: lint build test
 
@@ -27,6 +27,11 @@ all: lint build test
 build:
 	@for m in $(MODULES); do echo "go build ($$m)"; (cd $$m && $(GO) build -o /dev/null ./...) || exit 1; done
 	$(GO) build -o bin/errorownership ./cmd/errorownership
+
+## test-unit: the everyday loop, seconds to a minute or two warm: every module's tests that need no database, browser, JVM, Node.js, Python or built collector (go test -short, whose tests skip what needs those; the end-to-end module has none that do not). make test, which CI runs, runs everything
+UNIT_MODULES := . ownership hooks cmd/errorownership dashboards bench
+test-unit:
+	@for m in $(UNIT_MODULES); do echo "go test -short ($$m)"; (cd $$m && $(GO) test -short ./...) || exit 1; done
 
 ## test: every module's unit, integration and end-to-end tests (needs the PostgreSQL binaries); the concurrent packages and the hooks under the race detector; the hooks module's dependency check
 test: check-modules test-hooks

@@ -202,8 +202,12 @@ func abs(x int) int {
 
 // chromium returns Debian's headless browser, skipping the test without
 // it, or failing it when CI is set: CI must not pass by testing nothing.
+// With -short (make test-unit) the browser is left out.
 func chromium(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs chromium, which -short (make test-unit) leaves out; make test runs it")
+	}
 	path, err := exec.LookPath("chromium")
 	if err != nil {
 		if pgtest.InCI() {

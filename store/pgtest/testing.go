@@ -49,9 +49,14 @@ func StartWith(tb testing.TB, opts Options) *Cluster {
 }
 
 // RequireBinaries skips the test, or fails it when CI is set, if the
-// PostgreSQL server binaries are missing.
+// PostgreSQL server binaries are missing. With -short (make test-unit, the
+// everyday loop) it skips the test: make test, which CI runs, never
+// passes -short.
 func RequireBinaries(tb testing.TB) {
 	tb.Helper()
+	if testing.Short() {
+		tb.Skip("needs a PostgreSQL server, which -short (make test-unit) leaves out; make test runs it")
+	}
 	if _, err := FindBinaries(); err != nil {
 		if InCI() {
 			tb.Fatalf("%v (CI is set, so this is a failure, not a skip)", err)
