@@ -11,7 +11,7 @@ OTELCOL  := bin/otelcol-errorownership
 PKGS     ?= ./...
 # The Go modules, one per audience (docs/modules.md); go.work joins them for
 # development.
-MODULES  := . ownership hooks cmd/errorownership dashboards internal/e2e bench
+MODULES  := . ownership hooks cmd/errorownership dashboards e2e bench
 # The collector module's packages that start goroutines or are shared
 # between them: tested under the race detector, and only there. (The hooks
 # module is raced whole.)
@@ -40,14 +40,14 @@ test: check-modules test-hooks
 	cd ownership && $(GO) test -count=1 ./...
 	cd cmd/errorownership && $(GO) test -race -count=1 -timeout 20m ./simulation/... && $(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v /simulation)
 	cd dashboards && $(GO) test -count=1 -timeout 20m ./...
-	cd internal/e2e && $(GO) test -count=1 -timeout 30m ./...
+	cd e2e && $(GO) test -count=1 -timeout 30m ./...
 	cd bench && $(GO) test -count=1 ./...
 
-## hooks-deps: what the Java, Node.js and Python hooks build and test with (Maven, npm, pip), and what the polyglot chain's services (internal/e2e/polyglot/README.md) and the newcomer tests' services (internal/e2e/newcomer_test.go, installed from the packed hooks as each README says) run with: the hooks of each language, a Python venv, the Node.js packages, the Java classpath and the OpenTelemetry Java agent. Each is redone when what it is made from changes.
+## hooks-deps: what the Java, Node.js and Python hooks build and test with (Maven, npm, pip), and what the polyglot chain's services (e2e/polyglot/README.md) and the newcomer tests' services (e2e/newcomer_test.go, installed from the packed hooks as each README says) run with: the hooks of each language, a Python venv, the Node.js packages, the Java classpath and the OpenTelemetry Java agent. Each is redone when what it is made from changes.
 HOOKS_DEPS := hooks-java/target/.deps hooks-node/build/.deps hooks-python/.venv/.deps \
-	internal/e2e/polyglot/python/.venv/.deps internal/e2e/polyglot/node/node_modules/.deps internal/e2e/polyglot/java/target/.deps \
-	internal/e2e/newcomer/python/.venv/.deps internal/e2e/newcomer/node/node_modules/.deps \
-	internal/e2e/newcomer/java/target/.deps
+	e2e/polyglot/python/.venv/.deps e2e/polyglot/node/node_modules/.deps e2e/polyglot/java/target/.deps \
+	e2e/newcomer/python/.venv/.deps e2e/newcomer/node/node_modules/.deps \
+	e2e/newcomer/java/target/.deps
 hooks-deps: $(HOOKS_DEPS)
 
 # The Java hooks are installed in the local Maven repository, where the chain's Java service finds them.
@@ -65,34 +65,34 @@ hooks-node/build/.deps: hooks-node/node_modules/.deps hooks-node/tsconfig.json $
 hooks-python/.venv/.deps: hooks-python/pyproject.toml
 	cd hooks-python && python3 -m venv .venv && .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
 	touch $@
-internal/e2e/polyglot/python/.venv/.deps: internal/e2e/polyglot/python/requirements.txt hooks-python/pyproject.toml
-	cd internal/e2e/polyglot/python && python3 -m venv .venv && .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
+e2e/polyglot/python/.venv/.deps: e2e/polyglot/python/requirements.txt hooks-python/pyproject.toml
+	cd e2e/polyglot/python && python3 -m venv .venv && .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
 	touch $@
-# The Python newcomer service (internal/e2e/newcomer_python_test.go), set up as hooks-python/README.md says: the hooks from their
+# The Python newcomer service (e2e/newcomer_python_test.go), set up as hooks-python/README.md says: the hooks from their
 # wheel, the instrumentations from opentelemetry-bootstrap. A new venv each time: pip keeps an installed wheel of the same version.
-internal/e2e/newcomer/python/.venv/.deps: internal/e2e/newcomer/python/requirements.txt hooks-python/.venv/.deps $(shell find hooks-python/src -type f 2>/dev/null)
-	rm -rf internal/e2e/newcomer/python/.venv internal/e2e/newcomer/python/dist
-	hooks-python/.venv/bin/python -m build -q --wheel --outdir internal/e2e/newcomer/python/dist hooks-python
-	cd internal/e2e/newcomer/python && python3 -m venv .venv && \
+e2e/newcomer/python/.venv/.deps: e2e/newcomer/python/requirements.txt hooks-python/.venv/.deps $(shell find hooks-python/src -type f 2>/dev/null)
+	rm -rf e2e/newcomer/python/.venv e2e/newcomer/python/dist
+	hooks-python/.venv/bin/python -m build -q --wheel --outdir e2e/newcomer/python/dist hooks-python
+	cd e2e/newcomer/python && python3 -m venv .venv && \
 		.venv/bin/pip install -q --disable-pip-version-check "$$(ls dist/errorownership_hooks-*.whl)[requests]" -r requirements.txt && \
 		.venv/bin/opentelemetry-bootstrap -a install
 	touch $@
-internal/e2e/polyglot/node/node_modules/.deps: internal/e2e/polyglot/node/package-lock.json hooks-node/build/.deps
-	cd internal/e2e/polyglot/node && npm ci --no-audit --no-fund --loglevel=error
+e2e/polyglot/node/node_modules/.deps: e2e/polyglot/node/package-lock.json hooks-node/build/.deps
+	cd e2e/polyglot/node && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 # The newcomer test's Node.js service installs the hooks as a user does, from the npm pack tarball in its
 # build/; its lock carries no integrity for the tarball, which is remade from the work tree.
-internal/e2e/newcomer/node/node_modules/.deps: internal/e2e/newcomer/node/package-lock.json hooks-node/node_modules/.deps hooks-node/package.json hooks-node/tsconfig.json $(shell find hooks-node/src -type f 2>/dev/null)
-	rm -rf internal/e2e/newcomer/node/build && mkdir -p internal/e2e/newcomer/node/build
-	cd hooks-node && npm pack --silent --pack-destination ../internal/e2e/newcomer/node/build >/dev/null
-	cd internal/e2e/newcomer/node && npm ci --no-audit --no-fund --loglevel=error
+e2e/newcomer/node/node_modules/.deps: e2e/newcomer/node/package-lock.json hooks-node/node_modules/.deps hooks-node/package.json hooks-node/tsconfig.json $(shell find hooks-node/src -type f 2>/dev/null)
+	rm -rf e2e/newcomer/node/build && mkdir -p e2e/newcomer/node/build
+	cd hooks-node && npm pack --silent --pack-destination ../e2e/newcomer/node/build >/dev/null
+	cd e2e/newcomer/node && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
-internal/e2e/polyglot/java/target/.deps: internal/e2e/polyglot/java/pom.xml $(shell find internal/e2e/polyglot/java/src -type f 2>/dev/null) hooks-java/target/.deps
-	cd internal/e2e/polyglot/java && mvn -B -q -ntp package
+e2e/polyglot/java/target/.deps: e2e/polyglot/java/pom.xml $(shell find e2e/polyglot/java/src -type f 2>/dev/null) hooks-java/target/.deps
+	cd e2e/polyglot/java && mvn -B -q -ntp package
 	touch $@
 # The newcomer test's Java service takes the hooks from the local Maven repository, as hooks-java/README.md says.
-internal/e2e/newcomer/java/target/.deps: internal/e2e/newcomer/java/pom.xml $(shell find internal/e2e/newcomer/java/src -type f 2>/dev/null) hooks-java/target/.deps
-	cd internal/e2e/newcomer/java && mvn -B -q -ntp package
+e2e/newcomer/java/target/.deps: e2e/newcomer/java/pom.xml $(shell find e2e/newcomer/java/src -type f 2>/dev/null) hooks-java/target/.deps
+	cd e2e/newcomer/java && mvn -B -q -ntp package
 	touch $@
 
 ## test-hooks: the hooks of every language against the conformance vectors (conformance/), and their own tests: Go, Java, Node.js, Python
@@ -188,7 +188,7 @@ demo:
 
 ## scale-demo: the scale-out on Kafka with the built collectors, per replica and merged, beside one gateway and a load balancer
 scale-demo: $(OTELCOL)
-	$(GO) run ./internal/e2e/scaleout/scaledemo --otelcol $(OTELCOL) --configs testdata
+	$(GO) run ./e2e/scaleout/scaledemo --otelcol $(OTELCOL) --configs testdata
 
 ## scenarios: the bundled trace stories, analysed offline with errorownership analyze
 scenarios:

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """The README's snippets are regions of examples/ (and of the newcomer
-service, which internal/e2e/newcomer_python_test.go runs); make lint checks
+service, which e2e/newcomer_python_test.go runs); make lint checks
 that the README shows them as they are here. Every example compiles; those
 whose frameworks the test extra installs also run: each server answers a
 request through its hooks, each client calls a server on 127.0.0.1, under

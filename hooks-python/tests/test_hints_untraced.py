@@ -5,7 +5,7 @@ instrumentations active (conftest), and an instrumentation of http.client,
 which the client uses, written as contrib's are (it honours the suppression
 keys through is_http_instrumentation_enabled). The urllib and urllib3 ones
 that opentelemetry-bootstrap adds are run by the newcomer end-to-end test
-(internal/e2e/newcomer_python_test.go)."""
+(e2e/newcomer_python_test.go)."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ import (
 // service exactly as that language's hooks README says — the package
 // installed from its packed artifact, the instrumentation at its default
 // settings — and run it here against the built collector with the hints
-// extension. The app (internal/e2e/newcomer/<language>/) is started three
+// extension. The app (e2e/newcomer/<language>/) is started three
 // times, as front, must and may:
 //
 //	GET /work/{id}?fail=a,b  calls MUST_URL/work/{id}?fail=a,b and then

@@ -20,7 +20,7 @@ var newcomerNodeDir = filepath.Join(repoRoot, "internal", "e2e", "newcomer", "no
 // app.js, the SDK configured by the OTEL_* variables alone.
 func TestNewcomerNode(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(newcomerNodeDir, "node_modules", ".deps")); err != nil {
-		t.Fatal("internal/e2e/newcomer/node/node_modules/.deps is missing: run `make hooks-deps` (it packs hooks-node and installs the service with the tarball)")
+		t.Fatal("e2e/newcomer/node/node_modules/.deps is missing: run `make hooks-deps` (it packs hooks-node and installs the service with the tarball)")
 	}
 	runNewcomer(t, func(t *testing.T, name, otlp string, env ...string) *appService {
 		return startApp(t, name, otlp, []string{

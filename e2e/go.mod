@@ -1,4 +1,4 @@
-module github.com/errorownership/errorownership/internal/e2e
+module github.com/errorownership/errorownership/e2e
 
 go 1.26.5
 

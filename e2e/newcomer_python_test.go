@@ -21,7 +21,7 @@ var newcomerPythonDir = filepath.Join("newcomer", "python")
 func TestNewcomerPython(t *testing.T) {
 	venv := filepath.Join(newcomerPythonDir, ".venv")
 	if _, err := os.Stat(filepath.Join(venv, ".deps")); err != nil {
-		t.Fatalf("internal/e2e/%s/.venv is missing: run `make hooks-deps` (it builds the hooks' wheel and installs it with the service's packages)", newcomerPythonDir)
+		t.Fatalf("e2e/%s/.venv is missing: run `make hooks-deps` (it builds the hooks' wheel and installs it with the service's packages)", newcomerPythonDir)
 	}
 	bin, err := filepath.Abs(filepath.Join(venv, "bin"))
 	if err != nil {

@@ -30,7 +30,7 @@ var polyglotDir = filepath.Join(repoRoot, "internal", "e2e", "polyglot")
 // (its stamps, each written once what it stands for is made), "" when all
 // is.
 func polyglotMissing() string {
-	for _, p := range []string{"python/.venv/.deps", "node/node_modules/.deps", "java/target/.deps", "../../../hooks-node/build/.deps"} {
+	for _, p := range []string{"python/.venv/.deps", "node/node_modules/.deps", "java/target/.deps", "../../hooks-node/build/.deps"} {
 		if _, err := os.Stat(filepath.Join(polyglotDir, p)); err != nil {
 			return p
 		}
@@ -103,7 +103,7 @@ func driveChain(t *testing.T, gateway string, n, conc, first int) {
 // knows it did.
 func TestPolyglotChain(t *testing.T) {
 	if p := polyglotMissing(); p != "" {
-		t.Fatalf("internal/e2e/polyglot/%s is missing: run `make hooks-deps` (the hooks of each language, the Python venv, the Node.js packages, the Java classpath and agent)", p)
+		t.Fatalf("e2e/polyglot/%s is missing: run `make hooks-deps` (the hooks of each language, the Python venv, the Node.js packages, the Java classpath and agent)", p)
 	}
 	collectorBin := buildCollector(t)
 	gatewayBin := filepath.Join(t.TempDir(), "gateway")

@@ -25,7 +25,7 @@ var newcomerJavaDir = filepath.Join(repoRoot, "internal", "e2e", "newcomer", "ja
 func TestNewcomerJava(t *testing.T) {
 	target := filepath.Join(newcomerJavaDir, "target")
 	if _, err := os.Stat(filepath.Join(target, ".deps")); err != nil {
-		t.Fatalf("internal/e2e/newcomer/java/target/.deps is missing: run `make hooks-deps` (it installs hooks-java into the local Maven repository and packages the service)")
+		t.Fatalf("e2e/newcomer/java/target/.deps is missing: run `make hooks-deps` (it installs hooks-java into the local Maven repository and packages the service)")
 	}
 	cp, err := os.ReadFile(filepath.Join(target, "classpath.txt")) //nolint:gosec // G304: the classpath `make hooks-deps` wrote
 	require.NoError(t, err)

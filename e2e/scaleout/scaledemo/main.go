@@ -23,7 +23,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/errorownership/errorownership/internal/e2e/scaleout"
+	"github.com/errorownership/errorownership/e2e/scaleout"
 	"github.com/errorownership/errorownership/internal/pgcluster"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/errorownership/errorownership/internal/e2e/scaleout"
+	"github.com/errorownership/errorownership/e2e/scaleout"
 	"github.com/errorownership/errorownership/internal/testsupport/collectorproc"
 	"github.com/errorownership/errorownership/store/pgtest"
 )

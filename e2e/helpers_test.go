@@ -29,7 +29,7 @@ import (
 	"github.com/errorownership/errorownership/internal/testsupport/collectorproc"
 )
 
-const repoRoot = "../.."
+const repoRoot = ".."
 
 // buildCollector runs `make otelcol` and returns the binary's path. The
 // build takes a minute or more when cold; make skips it when nothing changed.

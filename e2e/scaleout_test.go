@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/errorownership/errorownership/internal/e2e/scaleout"
+	"github.com/errorownership/errorownership/e2e/scaleout"
 	"github.com/errorownership/errorownership/store/pgtest"
 )
 

@@ -22,8 +22,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/errorownership/errorownership/e2e/shopapp/truth"
 	"github.com/errorownership/errorownership/hooks/hints"
-	"github.com/errorownership/errorownership/internal/e2e/shopapp/truth"
 	"github.com/errorownership/errorownership/internal/otlpfile"
 	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/store/pgtest"

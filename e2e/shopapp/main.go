@@ -49,10 +49,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/errorownership/errorownership/e2e/shopapp/truth"
 	"github.com/errorownership/errorownership/hooks/hints"
 	"github.com/errorownership/errorownership/hooks/hooksgrpc"
 	"github.com/errorownership/errorownership/hooks/hookshttp"
-	"github.com/errorownership/errorownership/internal/e2e/shopapp/truth"
 	"github.com/errorownership/errorownership/ownership"
 )
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 'use strict';
-// The Node.js service of the newcomer test (internal/e2e/newcomer_test.go),
+// The Node.js service of the newcomer test (e2e/newcomer_test.go),
 // written from hooks-node/README.md alone: express, started with
 // `node --require ./tracing.js app.js`. GET /work/:id?fail=a,b calls
 // MUST_URL, then MAY_URL, when set; answers 500 (503 with no dependencies)

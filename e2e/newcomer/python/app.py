@@ -3,7 +3,7 @@
 """A Flask service that calls two others with requests, under
 opentelemetry-instrument at its default settings, with the error-ownership
 hooks set up as hooks-python/README.md says (the README's snippets are
-copied from the regions below). internal/e2e/newcomer_test.go describes
+copied from the regions below). e2e/newcomer_test.go describes
 what it answers.
 
     OTEL_SERVICE_NAME=front HINTS_URL=http://127.0.0.1:4320 \\
