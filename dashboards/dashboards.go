@@ -168,7 +168,7 @@ func newDashboard(uid, title, description string) *dashboard.DashboardBuilder { 
 			IncludeVars(true)).
 		WithVariable(dashboard.NewDatasourceVariableBuilder("datasource").
 			Label("Store").
-			Description("The PostgreSQL data source on the errorownership store (the collector's store.dsn).").
+			Description("The PostgreSQL data source on the errorownership store (the collector's errorownership_store dsn).").
 			Type(PostgresType))
 }
 

@@ -135,7 +135,7 @@ func (d *Datasource) CheckHealth(ctx context.Context, _ *backend.CheckHealthRequ
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == "42P01":
-		return fail(fmt.Sprintf("Store %s has no errorownership schema: point store.dsn at the database the collector's store.dsn names; the collector creates the schema when it starts.", where))
+		return fail(fmt.Sprintf("Store %s has no errorownership schema: point store.dsn at the database the collector's errorownership_store extension names; the collector creates the schema when it starts.", where))
 	case err != nil:
 		return fail(fmt.Sprintf("Cannot read the store %s: %v", where, err))
 	case v == 0:

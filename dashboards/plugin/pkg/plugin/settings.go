@@ -18,8 +18,10 @@ import (
 )
 
 // Settings are a data source's settings. Grafana keeps them as jsonData,
-// under the keys of the collector configuration they must match (store.dsn,
-// edge_model.*, hints.*), and the password as secureJsonData.password:
+// under the keys of the collector configuration they must match (store.dsn
+// and edge_model.* are the errorownership_store extension's dsn and
+// edge_model, hints.* the hints extension's), and the password as
+// secureJsonData.password:
 //
 //	{"store": {"dsn": "postgres://grafana@db:5432/errorownership"},
 //	 "edge_model": {"half_life": "10m", "min_samples": 20, "confidence": 0.95,
