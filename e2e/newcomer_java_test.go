@@ -16,7 +16,7 @@ import (
 // install` puts the hooks' jar in the local Maven repository, as
 // hooks-java/README.md says, and the service's own `mvn package` takes it
 // from there by its coordinates and writes the classpath and the agent jar.
-var newcomerJavaDir = filepath.Join(repoRoot, "internal", "e2e", "newcomer", "java")
+var newcomerJavaDir = filepath.Join(repoRoot, "e2e", "newcomer", "java")
 
 // TestNewcomerJava runs the newcomer test (newcomer_test.go) with
 // newcomer/java: embedded Jetty 12 and java.net.http.HttpClient through

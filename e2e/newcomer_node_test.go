@@ -13,7 +13,7 @@ import (
 // hooks-node/README.md alone, the hooks installed from their npm pack
 // tarball. `make hooks-deps` packs the hooks into its build/ and installs
 // it there (npm ci from its lock), once per change of the hooks.
-var newcomerNodeDir = filepath.Join(repoRoot, "internal", "e2e", "newcomer", "node")
+var newcomerNodeDir = filepath.Join(repoRoot, "e2e", "newcomer", "node")
 
 // TestNewcomerNode runs the newcomer test (newcomer_test.go) with the
 // Node.js service, started as the README says: node --require ./tracing.js

@@ -24,7 +24,7 @@ import (
 )
 
 // polyglotDir holds the chain's services (polyglot/README.md).
-var polyglotDir = filepath.Join(repoRoot, "internal", "e2e", "polyglot")
+var polyglotDir = filepath.Join(repoRoot, "e2e", "polyglot")
 
 // polyglotMissing names what `make hooks-deps` makes that is not there
 // (its stamps, each written once what it stands for is made), "" when all

@@ -181,9 +181,11 @@ func (p *Process) Kill() {
 	<-p.exited
 }
 
-// Metric sums the samples of the collector's Prometheus metrics whose line
-// starts with name (so "…_spans_late" includes "…_spans_late_total") and
-// contains every one of labels, such as `verdict="own"`. It fails when the
+// Metric sums the samples of the collector's Prometheus metric name (or
+// name_total, a counter's exposition: "…_spans_late" is "…_spans_late_total")
+// whose line contains every one of labels, such as `verdict="own"`. Another
+// metric whose name merely starts with name ("…_verdicts_corrected" for
+// "…_verdicts") is not summed. It fails when the
 // telemetry cannot be read, for example once the collector has stopped.
 func (p *Process) Metric(name string, labels ...string) (float64, error) {
 	samples, err := p.Samples(name, labels...)
@@ -214,7 +216,7 @@ func (p *Process) Samples(name string, labels ...string) ([]Sample, error) {
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, name) || !containsAll(line, labels) {
+		if !isMetric(line, name) || !containsAll(line, labels) {
 			continue
 		}
 		cut := strings.LastIndexByte(line, ' ')
@@ -225,6 +227,14 @@ func (p *Process) Samples(name string, labels ...string) ([]Sample, error) {
 		out = append(out, Sample{Series: line[:cut], Value: v})
 	}
 	return out, sc.Err()
+}
+
+// isMetric reports whether the exposition line is a sample of name, or of
+// name_total.
+func isMetric(line, name string) bool {
+	series, _, _ := strings.Cut(line, " ")
+	series, _, _ = strings.Cut(series, "{")
+	return series == name || series == name+"_total"
 }
 
 func containsAll(s string, parts []string) bool {
