@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/errorownership/errorownership/internal/otlpfile"
+	"github.com/errorownership/errorownership/internal/testsupport/collectorproc"
 	"github.com/errorownership/errorownership/internal/testsupport/scenario"
 	"github.com/errorownership/errorownership/internal/testsupport/soak"
 	"github.com/errorownership/errorownership/store/pgtest"
@@ -166,12 +167,12 @@ func storedTraces(ctx context.Context, t *testing.T, dsn string) (traces, verdic
 	return traces, traces*chainPropagated - propagated
 }
 
-// heldNow reads how many verdicts c holds to be judged again.
-func heldNow(t *testing.T, c *collector) int {
-	t.Helper()
-	held, err := c.Metric("otelcol_processor_errorownership_verdicts_held")
+// heldNow reads how many verdicts the collector p holds to be judged again
+// (every analysis in it, the connectors' own included).
+func heldNow(t require.TestingT, p *collectorproc.Process) int {
+	held, err := p.Metric("otelcol_processor_errorownership_verdicts_held")
 	require.NoError(t, err)
-	judged, err := c.Metric("otelcol_processor_errorownership_verdicts_rejudged")
+	judged, err := p.Metric("otelcol_processor_errorownership_verdicts_rejudged")
 	require.NoError(t, err)
 	return int(held - judged)
 }
@@ -247,7 +248,7 @@ func TestCollectorRestartSoak(t *testing.T) {
 				// stops answering.
 				var held int
 				if tt.signal == syscall.SIGKILL {
-					held = heldNow(t, c)
+					held = heldNow(t, c.Process)
 				}
 				stoppedAt := time.Now()
 				var log string

@@ -206,6 +206,9 @@ func abs(x int) int {
 func chromium(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
+		if pgtest.InCI() {
+			t.Fatal("needs chromium, which -short leaves out; CI must not pass by testing nothing: run make test, without -short")
+		}
 		t.Skip("needs chromium, which -short (make test-unit) leaves out; make test runs it")
 	}
 	path, err := exec.LookPath("chromium")

@@ -50,11 +50,14 @@ func StartWith(tb testing.TB, opts Options) *Cluster {
 
 // RequireBinaries skips the test, or fails it when CI is set, if the
 // PostgreSQL server binaries are missing. With -short (make test-unit, the
-// everyday loop) it skips the test: make test, which CI runs, never
-// passes -short.
+// everyday loop) it skips the test, or fails it when CI is set: make test,
+// which CI runs, never passes -short.
 func RequireBinaries(tb testing.TB) {
 	tb.Helper()
 	if testing.Short() {
+		if InCI() {
+			tb.Fatal("needs a PostgreSQL server, which -short leaves out; CI must not pass by testing nothing: run make test, without -short")
+		}
 		tb.Skip("needs a PostgreSQL server, which -short (make test-unit) leaves out; make test runs it")
 	}
 	if _, err := FindBinaries(); err != nil {
