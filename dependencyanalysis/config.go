@@ -74,6 +74,12 @@ type AttributeNames struct {
 	// them the name before v0.1.0, retry.attempt (a configured list is read
 	// as it stands).
 	RetryAttempt []string `mapstructure:"retry_attempt"`
+	// SampleRate carries a span's sample rate as "1 in N" (N ≥ 1), as
+	// Honeycomb's SampleRate and Datadog's _sample_rate inverse do: read
+	// only where the span's tracestate has no OpenTelemetry threshold
+	// (ot=th). Default: none, and a trace without a threshold counts as
+	// one (docs/design.md §8.1).
+	SampleRate []string `mapstructure:"sample_rate"`
 }
 
 // DefaultConfig returns the engine's defaults.
@@ -114,7 +120,7 @@ func (c *Config) Validate() error {
 	for _, list := range []struct {
 		key   string
 		names []string
-	}{{"attributes.peer_service", c.Attributes.PeerService}, {"attributes.retry_attempt", c.Attributes.RetryAttempt}} {
+	}{{"attributes.peer_service", c.Attributes.PeerService}, {"attributes.retry_attempt", c.Attributes.RetryAttempt}, {"attributes.sample_rate", c.Attributes.SampleRate}} {
 		for _, n := range list.names {
 			if strings.TrimSpace(n) == "" {
 				errs = append(errs, fmt.Errorf("%s: empty attribute name; remove it or name an attribute", list.key))
@@ -172,6 +178,7 @@ var grpcCodes = [...]string{
 const (
 	grpcCancelled        = 1
 	grpcDeadlineExceeded = 4
+	grpcUnavailable      = 14
 )
 
 func grpcCodeByName(name string) (int, bool) {

@@ -24,6 +24,7 @@ type attrField uint8
 const (
 	fieldNone attrField = iota
 	fieldPeerService
+	fieldSampleRate
 	fieldAttempt
 	fieldHTTPStatus
 	fieldGRPCStatus
@@ -64,6 +65,7 @@ type Extractor struct {
 	clientErrs  bool
 	timeoutErrs []string
 	syms        symbolCache
+	sampling    map[samplingKey]SamplingClass
 	unknownSvc  Symbol
 	buf         []byte
 
@@ -84,6 +86,7 @@ func NewExtractor(cfg Config, syms *Symbols) *Extractor {
 		attrs:      make(map[string]attrSpec, 24),
 		clientErrs: cfg.Classification.HTTPClientErrors,
 		syms:       symbolCache{table: syms, local: make(map[string]Symbol, 256), gen: syms.Generation()},
+		sampling:   make(map[samplingKey]SamplingClass, 4),
 	}
 	e.unknownSvc = syms.Intern(UnknownService)
 	add := func(f attrField, names ...string) {
@@ -101,11 +104,12 @@ func NewExtractor(cfg Config, syms *Symbols) *Extractor {
 		peer = peer[:maxPeerServiceNames]
 	}
 	attempt := orDefault(cfg.Attributes.RetryAttempt, def.Attributes.RetryAttempt)
-	if slices.Equal(peer, def.Attributes.PeerService) && slices.Equal(attempt, def.Attributes.RetryAttempt) {
+	if slices.Equal(peer, def.Attributes.PeerService) && slices.Equal(attempt, def.Attributes.RetryAttempt) && len(cfg.Attributes.SampleRate) == 0 {
 		e.attrs = nil // the default names: lookup's switch knows them
 	}
 	add(fieldPeerService, peer...)
 	add(fieldAttempt, attempt...)
+	add(fieldSampleRate, cfg.Attributes.SampleRate...)
 	add(fieldHTTPStatus, string(semconv.HTTPResponseStatusCodeKey), "http.status_code")
 	add(fieldGRPCStatus, "rpc.grpc.status_code", string(semconv.RPCResponseStatusCodeKey), "rpc.status_code")
 	add(fieldErrorType, string(semconv.ErrorTypeKey))
@@ -257,7 +261,11 @@ func (e *Extractor) Append(dst []Record, td ptrace.Traces) []Record {
 					continue
 				}
 				dst = append(dst, Record{TraceID: tid, Span: Span{SpanID: sid}})
-				e.fill(&dst[len(dst)-1].Span, sp, svc)
+				r := &dst[len(dst)-1]
+				rate := e.fill(&r.Span, sp, svc)
+				if ts := sp.TraceState().AsRaw(); ts != "" || rate != 0 {
+					r.Sampling = e.samplingClass(samplingOf(ts, tid, rate))
+				}
 			}
 		}
 	}
@@ -282,6 +290,7 @@ type spanAttrs struct {
 	url         string
 	urlRank     uint8
 	path        string
+	sampleRate  float64
 	// seen marks the ownership attributes present under their current
 	// names; legacy, those present under their old ones.
 	seen   uint8
@@ -305,7 +314,9 @@ type legacyValues struct {
 	attempt              int64
 }
 
-func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) {
+// fill fills r from sp and returns the value of the sample-rate attribute,
+// 0 if none.
+func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) float64 {
 	r.ParentID = sp.ParentSpanID()
 	r.Start = sp.StartTimestamp()
 	r.SetEnd(sp.EndTimestamp())
@@ -324,6 +335,10 @@ func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) {
 			continue
 		case fieldPeerService:
 			a.peer[spec.rank] = v.Str()
+		case fieldSampleRate:
+			if a.sampleRate == 0 {
+				a.sampleRate = floatValue(v)
+			}
 		case fieldAttempt:
 			if n, ok := intValue(v); ok && n >= 0 && spec.rank < a.attemptRank {
 				a.attempt, a.attemptRank = n, spec.rank
@@ -399,6 +414,40 @@ func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) {
 		r.PeerAddress = e.peerAddress(&a)
 		r.Target = target(&a)
 	}
+	return a.sampleRate
+}
+
+// samplingClass interns k through the extractor's own cache, which a
+// fleet's few sampling settings fill at once.
+func (e *Extractor) samplingClass(k samplingKey) SamplingClass {
+	if k.inconsistent {
+		return SamplingInconsistent
+	}
+	c, ok := e.sampling[k]
+	if !ok {
+		c = internSampling(k)
+		if len(e.sampling) < 1024 {
+			e.sampling[k] = c
+		}
+	}
+	return c
+}
+
+// floatValue reads a number attribute, also when sent as a string; 0 if
+// it is none.
+func floatValue(v pcommon.Value) float64 {
+	switch v.Type() {
+	case pcommon.ValueTypeInt:
+		return float64(v.Int())
+	case pcommon.ValueTypeDouble:
+		return v.Double()
+	case pcommon.ValueTypeStr:
+		f, err := strconv.ParseFloat(v.Str(), 64)
+		if err == nil {
+			return f
+		}
+	}
+	return 0
 }
 
 // applyLegacy takes what the span said under the names before v0.1.0,
@@ -425,22 +474,27 @@ func (e *Extractor) applyLegacy(r *Span, a *spanAttrs) {
 // gRPC code, else the span status.
 func (e *Extractor) classify(status ptrace.StatusCode, a *spanAttrs) uint8 {
 	var failed, timeout, answered bool
+	var server uint8 // FlagAnswered when a server's answer is recorded
 	switch {
 	case a.httpStatus > 0:
 		failed = a.httpStatus >= 500 || (e.clientErrs && a.httpStatus >= 400)
 		timeout = a.httpStatus == 504 || a.httpStatus == 408
 		answered = true
+		server = FlagAnswered
 	case a.grpcCode >= 0:
 		failed = e.faultCodes[a.grpcCode]
 		timeout = a.grpcCode == grpcDeadlineExceeded
 		answered = a.grpcCode != grpcCancelled
+		if answered && !timeout && a.grpcCode != grpcUnavailable {
+			server = FlagAnswered
+		}
 	default:
 		failed = status == ptrace.StatusCodeError
 		answered = !failed
 	}
 	if !failed {
 		if answered {
-			return FlagCompleted
+			return FlagCompleted | server
 		}
 		return 0
 	}
@@ -448,9 +502,9 @@ func (e *Extractor) classify(status ptrace.StatusCode, a *spanAttrs) uint8 {
 		timeout = e.isTimeoutType(a.errorType)
 	}
 	if timeout {
-		return FlagFailed | FlagTimeout
+		return FlagFailed | FlagTimeout | server
 	}
-	return FlagFailed
+	return FlagFailed | server
 }
 
 func (e *Extractor) isTimeoutType(t string) bool {

@@ -14,6 +14,13 @@ import (
 // within a trace, and calls fn with each trace's ID and spans in turn. The
 // spans passed to fn are valid until fn returns.
 func ForEachTrace(records []Record, fn func(id pcommon.TraceID, spans []Span)) {
+	ForEachTraceSampled(records, func(id pcommon.TraceID, spans []Span, _ SamplingClass) { fn(id, spans) })
+}
+
+// ForEachTraceSampled is ForEachTrace that also passes each trace's
+// sampling class, the strictest of its spans' (CombineSampling), for
+// Trace.SetSampling.
+func ForEachTraceSampled(records []Record, fn func(id pcommon.TraceID, spans []Span, sampling SamplingClass)) {
 	byTrace := func(a, b Record) int { return compareTraceIDs(a.TraceID, b.TraceID) }
 	if !slices.IsSortedFunc(records, byTrace) {
 		slices.SortStableFunc(records, byTrace)
@@ -21,11 +28,13 @@ func ForEachTrace(records []Record, fn func(id pcommon.TraceID, spans []Span)) {
 	var spans []Span
 	for lo := 0; lo < len(records); {
 		spans = spans[:0]
+		sampling := SamplingNone
 		hi := lo
 		for ; hi < len(records) && records[hi].TraceID == records[lo].TraceID; hi++ {
 			spans = append(spans, records[hi].Span)
+			sampling = CombineSampling(sampling, records[hi].Sampling)
 		}
-		fn(records[lo].TraceID, spans)
+		fn(records[lo].TraceID, spans, sampling)
 		lo = hi
 	}
 }

@@ -34,7 +34,9 @@ type Held struct {
 	// them: what Correct takes back.
 	Provisional         VerdictKind
 	ProvisionalExpected ownership.Claim
-	Calls               []HeldCall
+	// Weight is the adjusted count of the request's trace.
+	Weight float64
+	Calls  []HeldCall
 }
 
 // HeldCall is one failed call of a held request.
@@ -58,7 +60,7 @@ func Hold(t *Trace, v *Verdict, at time.Time) Held {
 	h := Held{
 		At: at, Time: req.End(), TraceID: t.ID, SpanID: req.SpanID,
 		Service: req.Service, Operation: req.Operation, Sent: v.Sent,
-		Provisional: v.Kind, ProvisionalExpected: v.Expected,
+		Provisional: v.Kind, ProvisionalExpected: v.Expected, Weight: t.Weight,
 		Calls: make([]HeldCall, len(v.FailedCalls)),
 	}
 	for i, ci := range v.FailedCalls {
@@ -100,7 +102,7 @@ func (h *Held) Symbols(keep func(Symbol)) {
 // its verdict in its bucket from the start; Operations, which readers that
 // only count up (metrics) read, waits for the final verdict.
 func (s *Stats) AddProvisional(h *Held) {
-	s.provisional(OperationKey{h.Service, h.Operation}).add(h.Provisional, h.Sent, h.ProvisionalExpected, 1)
+	s.provisional(OperationKey{h.Service, h.Operation}).add(h.Provisional, h.Sent, h.ProvisionalExpected, 1, h.Weight)
 	if h.Provisional == VerdictCoincidental {
 		s.audit(h.auditEntry(h.ProvisionalExpected))
 	}
@@ -115,8 +117,10 @@ func (s *Stats) AddProvisional(h *Held) {
 // whether they differ, that is whether a correction is written.
 func (s *Stats) Correct(h *Held, v *Verdict) (changed bool) {
 	k := OperationKey{h.Service, h.Operation}
-	s.operation(k).count(v.Kind, h.Sent, v.Expected)
-	s.provisional(k).add(h.Provisional, h.Sent, h.ProvisionalExpected, -1)
+	op := s.operation(k)
+	op.count(v.Kind, h.Sent, v.Expected, 1)
+	op.Est.count(v.Kind, h.Sent, v.Expected, h.Weight)
+	s.provisional(k).add(h.Provisional, h.Sent, h.ProvisionalExpected, -1, h.Weight)
 	wasAudited, audited := h.Provisional == VerdictCoincidental, v.Kind == VerdictCoincidental
 	changed = v.Kind != h.Provisional || v.Expected != h.ProvisionalExpected
 	if wasAudited && audited && !changed {
@@ -140,6 +144,6 @@ func (h *Held) auditEntry(expected ownership.Claim) AuditEntry {
 		Time: h.Time, TraceID: h.TraceID, SpanID: h.SpanID,
 		Service: h.Service, Operation: h.Operation,
 		PeerService: fo.PeerService, PeerOperation: fo.PeerOperation,
-		ClaimSent: h.Sent, ClaimExpected: expected,
+		ClaimSent: h.Sent, ClaimExpected: expected, Weight: h.Weight,
 	}
 }

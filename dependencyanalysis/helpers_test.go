@@ -28,6 +28,7 @@ type sp struct {
 	addr           string // server.address:port
 	url            string // "METHOD /path", hashed into Target
 	cut            bool   // ended without an answer (not Completed)
+	answered       bool   // a server's answer (FlagAnswered)
 }
 
 var testSymbols = NewSymbols(0)
@@ -78,6 +79,9 @@ func records(specs ...sp) []Span {
 		}
 		if s.tmo {
 			r.Flags |= FlagTimeout
+		}
+		if s.answered {
+			r.Flags |= FlagAnswered
 		}
 		out[i] = r
 	}

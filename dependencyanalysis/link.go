@@ -123,6 +123,58 @@ type Trace struct {
 	// Requests of the request it made, or -1.
 	Callee []int32
 	Link   LinkStats
+	// Sampling is how the trace was sampled, the strictest of its spans'
+	// classes (SetSampling), and Weight its adjusted count: how many
+	// traces of all traffic it stands for. Link sets SamplingNone and 1.
+	Sampling SamplingClass
+	Weight   float64
+	// Incomplete says why the trace is not whole, IncompleteNone when it
+	// is. An incomplete trace is counted apart (Stats.Incomplete), never
+	// judged (Judge gives no verdicts) nor learned from (EdgeModel.Observe).
+	Incomplete Incomplete
+}
+
+// Incomplete is why a trace is set apart as not whole (docs/design.md §8.1).
+type Incomplete uint8
+
+const (
+	// IncompleteNone: the trace is whole as far as can be told.
+	IncompleteNone Incomplete = iota
+	// IncompleteMissingParent: its spans form more than one tree, so a
+	// span between them never came (sampled out, lost, or late).
+	IncompleteMissingParent
+	// IncompleteMissingCallee: a call was answered by a callee known to be
+	// instrumented whose inbound span is not in the trace (sampled out
+	// below, or exported elsewhere): EdgeModel.CheckCallees.
+	IncompleteMissingCallee
+	// IncompleteSampling: a span's sampling threshold is contradicted by
+	// its randomness, so the trace's weight is unknown.
+	IncompleteSampling
+	numIncomplete
+)
+
+var incompleteNames = [...]string{"", "missing_parent", "missing_callee", "inconsistent_sampling"}
+
+// String returns the reason as telemetry and the store label it.
+func (r Incomplete) String() string {
+	if int(r) < len(incompleteNames) {
+		return incompleteNames[r]
+	}
+	return ""
+}
+
+// IncompleteReasons lists the reasons a trace is set apart, in order.
+func IncompleteReasons() []Incomplete {
+	return []Incomplete{IncompleteMissingParent, IncompleteMissingCallee, IncompleteSampling}
+}
+
+// SetSampling records how the trace was sampled: c is the strictest class
+// of its spans. A trace whose weight is unknown is set apart.
+func (t *Trace) SetSampling(c SamplingClass) {
+	t.Sampling, t.Weight = c, c.Weight()
+	if c == SamplingInconsistent && t.Incomplete == IncompleteNone {
+		t.Incomplete = IncompleteSampling
+	}
 }
 
 // CallAttempts returns the span indexes of c's attempts.
@@ -191,6 +243,7 @@ func (a *Analyzer) Link(id pcommon.TraceID, spans []Span) *Trace {
 		Calls:    t.Calls[:0],
 		Attempts: t.Attempts[:0],
 		Callee:   resize(t.Callee, n, -1),
+		Weight:   1,
 	}
 	t.Link.Spans = uint64(n)
 	a.parent = resize(a.parent, n, -1)
@@ -216,6 +269,9 @@ func (a *Analyzer) Link(id pcommon.TraceID, spans []Span) *Trace {
 		}
 	}
 	a.enclosingRequests()
+	if a.disconnected() {
+		t.Incomplete = IncompleteMissingParent
+	}
 
 	// Requests, in span order.
 	for i := range spans {
@@ -273,6 +329,32 @@ func (a *Analyzer) Link(id pcommon.TraceID, spans []Span) *Trace {
 	})
 	a.groupCalls()
 	return t
+}
+
+// disconnected reports whether the trace's spans form more than one tree:
+// tops whose parents (absent, or none) differ. Several tops under one
+// absent parent are a whole trace whose caller did not export its span,
+// such as a load generator's or a browser's.
+func (a *Analyzer) disconnected() bool {
+	spans := a.tr.Spans
+	var first pcommon.SpanID
+	seen := false
+	for i := range spans {
+		if a.parent[i] >= 0 || a.state[i] == duplicate {
+			continue
+		}
+		p := spans[i].ParentID
+		if p == spans[i].SpanID {
+			p = pcommon.SpanID{}
+		}
+		switch {
+		case !seen:
+			first, seen = p, true
+		case p != first:
+			return true
+		}
+	}
+	return false
 }
 
 // duplicate is the state of a span ignored for its repeated ID.

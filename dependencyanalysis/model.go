@@ -298,10 +298,12 @@ func (m *EdgeModel) unscale(epoch pcommon.Timestamp, c EdgeCounts) EdgeCounts {
 	return c
 }
 
-// Observe learns from every logical call of a linked trace. Any number of
+// Observe learns from every logical call of a linked trace, each weighing
+// the trace's adjusted count (Trace.Weight) and counting once towards
+// min_samples; an incomplete trace teaches nothing. Any number of
 // goroutines may observe at once.
 func (m *EdgeModel) Observe(t *Trace) {
-	if len(t.Calls) == 0 {
+	if len(t.Calls) == 0 || t.Incomplete != IncompleteNone || !(t.Weight > 0) {
 		return
 	}
 	bound := pcommon.Timestamp(math.MaxUint64)
@@ -318,7 +320,7 @@ func (m *EdgeModel) Observe(t *Trace) {
 		at := min(req.End(), bound)
 		newest = max(newest, at)
 		epoch := m.epochFor(at)
-		w := m.weight(epoch, at)
+		w := m.weight(epoch, at) * t.Weight
 		calls := t.RequestCalls(r)
 		failed := failedCalls(calls)
 		for ci := range calls {
@@ -333,7 +335,7 @@ func (m *EdgeModel) Observe(t *Trace) {
 			case s.epoch < epoch:
 				m.moveEpoch(s, epoch)
 			default: // this request read the epoch before another moved it
-				cw = m.weight(s.epoch, at)
+				cw = m.weight(s.epoch, at) * t.Weight
 			}
 			e := m.observe(s, h, k, c.Failed, failed == 1, req.Failed(), cw, at)
 			if c.PeerAddress != NoSymbol && c.PeerAddress != c.PeerService {
@@ -546,7 +548,8 @@ func (c ModelConfig) z() float64 { return math.Sqrt2 * math.Erfinv(c.Confidence)
 
 // judge applies the rule: with at least MinSamples requests of evidence
 // (counted, not weighted), fail-close when the Wilson lower bound of
-// P(request fails | call failed alone) on the weighted counts reaches
+// P(request fails | call failed alone) on the weighted counts, over no more
+// requests than were seen, reaches
 // FailCloseThreshold, fail-open when its upper bound is at most
 // FailOpenThreshold, else unknown.
 func (c ModelConfig) judge(counts EdgeCounts, z float64) Estimate {
@@ -555,7 +558,14 @@ func (c ModelConfig) judge(counts EdgeCounts, z float64) Estimate {
 	if n <= 0 {
 		return est
 	}
-	est.Lower, est.Upper = Wilson(counts.FailedRequestFailed, n, z)
+	k := counts.FailedRequestFailed
+	if s := counts.Samples; s > 0 && s < n {
+		// Weighted by sampling, the counts stand for more requests than
+		// the evidence comes from: the frequency is theirs, the interval's
+		// width that of the traces seen.
+		k, n = k*s/n, s
+	}
+	est.Lower, est.Upper = Wilson(k, n, z)
 	if counts.Samples+1e-9 < float64(c.MinSamples) {
 		return est
 	}

@@ -48,6 +48,11 @@ const (
 	// an HTTP status, a gRPC code other than CANCELLED, or at least no
 	// ERROR status. A call cut short when its caller gave up lacks it.
 	FlagCompleted
+	// FlagAnswered: an outbound attempt got an answer from a server, an
+	// HTTP status or a gRPC code a server sends (not CANCELLED,
+	// UNAVAILABLE or DEADLINE_EXCEEDED, which a client also makes up), so
+	// that an instrumented callee has an inbound span for it.
+	FlagAnswered
 )
 
 // AttemptUnknown is Span.Attempt when no attribute tells the attempt number.
@@ -156,6 +161,10 @@ func (s *Span) Failed() bool { return s.Flags&FlagFailed != 0 }
 // TimedOut reports whether the span's error is a timeout.
 func (s *Span) TimedOut() bool { return s.Flags&FlagTimeout != 0 }
 
+// Answered reports whether the span got an answer from a server
+// (FlagAnswered).
+func (s *Span) Answered() bool { return s.Flags&FlagAnswered != 0 }
+
 // Completed reports whether the span ended with an answer that is not an
 // error (FlagCompleted).
 func (s *Span) Completed() bool { return s.Flags&FlagCompleted != 0 }
@@ -165,4 +174,7 @@ func (s *Span) Completed() bool { return s.Flags&FlagCompleted != 0 }
 type Record struct {
 	TraceID pcommon.TraceID
 	Span
+	// Sampling is how the span was sampled; a trace's is the strictest of
+	// its spans' (CombineSampling).
+	Sampling SamplingClass
 }

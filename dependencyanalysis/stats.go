@@ -15,24 +15,70 @@ type OperationKey struct {
 	Service, Operation Symbol
 }
 
-// OperationStats are one inbound operation's figures.
-type OperationStats struct {
+// Figure is what a figure counts in: requests or calls seen (uint64), or
+// their estimate of all traffic (float64), each trace by its adjusted count.
+type Figure interface{ ~uint64 | ~float64 }
+
+// OperationCounts are one inbound operation's figures, seen or estimated.
+type OperationCounts[T Figure] struct {
 	// Served counts inbound requests, retries included.
-	Served uint64
+	Served T
 	// RetriesReceived counts requests whose calling attempt was a retry.
-	RetriesReceived uint64
+	RetriesReceived T
 	// Failed counts requests that ended in an error.
-	Failed uint64
+	Failed T
 	// Verdicts counts failed requests by VerdictKind.
-	Verdicts [4]uint64
+	Verdicts [4]T
 	// Claims is the claim-accuracy confusion matrix: the claim the service
 	// sent (error_ownership.claim.sent; ownership.Claim) by the verdict (VerdictKind).
-	Claims [3][4]uint64
+	Claims [3][4]T
 	// ClaimsCorrect counts failed requests whose sent claim is the one the
 	// rules expect.
-	ClaimsCorrect uint64
+	ClaimsCorrect T
 	// ExpectedClaims counts failed requests by the claim the rules expect.
-	ExpectedClaims [3]uint64
+	ExpectedClaims [3]T
+}
+
+// count counts a verdict of kind whose service sent sent where the rules
+// expect expected, n times.
+func (c *OperationCounts[T]) count(kind VerdictKind, sent, expected ownership.Claim, n T) {
+	c.Failed += n
+	c.Verdicts[kind] += n
+	c.Claims[sent][kind] += n
+	c.ExpectedClaims[expected] += n
+	if sent == expected {
+		c.ClaimsCorrect += n
+	}
+}
+
+func (c *OperationCounts[T]) merge(o *OperationCounts[T]) {
+	c.Served += o.Served
+	c.RetriesReceived += o.RetriesReceived
+	c.Failed += o.Failed
+	c.ClaimsCorrect += o.ClaimsCorrect
+	for i := range o.Verdicts {
+		c.Verdicts[i] += o.Verdicts[i]
+	}
+	for i := range o.Claims {
+		for j := range o.Claims[i] {
+			c.Claims[i][j] += o.Claims[i][j]
+		}
+	}
+	for i := range o.ExpectedClaims {
+		c.ExpectedClaims[i] += o.ExpectedClaims[i]
+	}
+}
+
+// OperationStats are one inbound operation's figures: the requests seen,
+// and (Est) the same figures as estimates of all traffic, each trace
+// weighing its adjusted count (docs/design.md §8.1). Ratios are of
+// estimates.
+type OperationStats struct {
+	OperationCounts[uint64]
+	Est OperationCounts[float64]
+	// Extrapolated counts the served requests whose trace's weight came
+	// from its sampling (SamplingExtrapolated); the rest weigh one each.
+	Extrapolated uint64
 }
 
 // VerdictCounts are the figures verdicts add to an operation — OperationStats'
@@ -44,11 +90,13 @@ type VerdictCounts struct {
 	Claims         [3][4]int64
 	ClaimsCorrect  int64
 	ExpectedClaims [3]int64
+	// Est are the same figures as estimates of all traffic (OperationStats.Est).
+	Est OperationCounts[float64]
 }
 
 // add adds n verdicts of kind whose service sent sent where the rules
-// expect expected.
-func (c *VerdictCounts) add(kind VerdictKind, sent, expected ownership.Claim, n int64) {
+// expect expected, of a trace of adjusted count w.
+func (c *VerdictCounts) add(kind VerdictKind, sent, expected ownership.Claim, n int64, w float64) {
 	c.Failed += n
 	c.Verdicts[kind] += n
 	c.Claims[sent][kind] += n
@@ -56,11 +104,14 @@ func (c *VerdictCounts) add(kind VerdictKind, sent, expected ownership.Claim, n 
 	if sent == expected {
 		c.ClaimsCorrect += n
 	}
+	c.Est.count(kind, sent, expected, float64(n)*w)
 }
 
 // VerdictCounts returns op's verdict figures, signed.
 func (op *OperationStats) VerdictCounts() VerdictCounts {
 	c := VerdictCounts{Failed: toSigned(op.Failed), ClaimsCorrect: toSigned(op.ClaimsCorrect)}
+	c.Est = op.Est
+	c.Est.Served, c.Est.RetriesReceived = 0, 0 // not verdict figures
 	for i, n := range op.Verdicts {
 		c.Verdicts[i] = toSigned(n)
 	}
@@ -94,25 +145,47 @@ func (c *VerdictCounts) Merge(o *VerdictCounts) {
 	for i := range o.ExpectedClaims {
 		c.ExpectedClaims[i] += o.ExpectedClaims[i]
 	}
+	c.Est.merge(&o.Est)
 }
 
-// EdgeStats are one edge's traffic figures.
-type EdgeStats struct {
+// EdgeTraffic are one edge's traffic figures, seen or estimated.
+type EdgeTraffic[T Figure] struct {
 	// Calls counts logical calls and FailedCalls those whose last attempt failed.
-	Calls, FailedCalls uint64
+	Calls, FailedCalls T
 	// Attempts counts outbound spans; Retries those after a call's first.
-	Attempts, Retries uint64
+	Attempts, Retries T
 	// Decisions counts attempts by their ownership.RetryDecision;
 	// Suppressed() ones are the retries the hooks held back.
-	Decisions [6]uint64
+	Decisions [6]T
 	// CallFailedRequestFailed counts failed calls whose request failed too,
 	// and CallOKRequestFailed successful calls whose request failed anyway.
-	CallFailedRequestFailed, CallOKRequestFailed uint64
+	CallFailedRequestFailed, CallOKRequestFailed T
 	// FailedAlone counts failed calls that were the only failed call of
 	// their request, and FailedAloneRequestFailed those whose request
 	// failed too: the edge model's evidence (EdgeCounts), so that models
 	// from several collectors merge by summing.
-	FailedAlone, FailedAloneRequestFailed uint64
+	FailedAlone, FailedAloneRequestFailed T
+}
+
+func (e *EdgeTraffic[T]) merge(o *EdgeTraffic[T]) {
+	e.Calls += o.Calls
+	e.FailedCalls += o.FailedCalls
+	e.Attempts += o.Attempts
+	e.Retries += o.Retries
+	e.CallFailedRequestFailed += o.CallFailedRequestFailed
+	e.CallOKRequestFailed += o.CallOKRequestFailed
+	e.FailedAlone += o.FailedAlone
+	e.FailedAloneRequestFailed += o.FailedAloneRequestFailed
+	for i := range o.Decisions {
+		e.Decisions[i] += o.Decisions[i]
+	}
+}
+
+// EdgeStats are one edge's traffic figures: the calls seen, and (Est) their
+// estimate of all traffic.
+type EdgeStats struct {
+	EdgeTraffic[uint64]
+	Est EdgeTraffic[float64]
 }
 
 // AddressKey names an address a service used to reach a peer service.
@@ -132,6 +205,9 @@ type AuditEntry struct {
 	PeerOperation Symbol
 	ClaimSent     ownership.Claim
 	ClaimExpected ownership.Claim
+	// Weight is the request's trace's adjusted count: how many such errors
+	// of all traffic the entry stands for.
+	Weight float64
 }
 
 // AuditKey names the audit entry of one request: its trace and span, and
@@ -154,6 +230,13 @@ type DepthKey struct {
 	Service                    Symbol
 }
 
+// DepthCount counts the requests a service served at one depth below a root
+// operation, seen (N) and estimated (Est).
+type DepthCount struct {
+	N   uint64
+	Est float64
+}
+
 // RootStats are a user-facing (root) operation's figures.
 type RootStats struct {
 	// Requests counts root requests: divide DepthKey counts by it for the
@@ -163,6 +246,11 @@ type RootStats struct {
 	// failure, over all its traces; RadiusSum sums it per trace.
 	RadiusMax int
 	RadiusSum uint64
+	// RequestsEst and RadiusSumEst are Requests and RadiusSum estimated
+	// for all traffic; Extrapolated counts the root requests whose weight
+	// came from their sampling.
+	RequestsEst, RadiusSumEst float64
+	Extrapolated              uint64
 }
 
 // Stats accumulates figures over judged traces. It is not safe for
@@ -170,7 +258,7 @@ type RootStats struct {
 type Stats struct {
 	Operations map[OperationKey]*OperationStats
 	Edges      map[EdgeKey]*EdgeStats
-	Depths     map[DepthKey]uint64
+	Depths     map[DepthKey]DepthCount
 	Roots      map[OperationKey]*RootStats
 	// Addresses counts logical calls by the address a service used to
 	// reach a peer service named otherwise (by its own service.name or a
@@ -178,8 +266,16 @@ type Stats struct {
 	// address at call time, find the peer's hints.
 	Addresses map[AddressKey]uint64
 	Link      LinkStats
-	// Traces counts traces added.
-	Traces uint64
+	// Traces counts traces added, incomplete ones included; Extrapolated
+	// those of them weighed by their sampling (SamplingExtrapolated).
+	Traces, Extrapolated uint64
+	// CountedFailed counts the whole traces without sampling information
+	// (SamplingCounted) with a failed request: beside Traces less
+	// Extrapolated, the share of failing traces a sampler upstream that
+	// keeps errors and says nothing would inflate.
+	CountedFailed uint64
+	// Incomplete counts the traces set apart as not whole, by Incomplete.
+	Incomplete [numIncomplete]uint64
 	// Audit holds coincidental errors, at most AuditLimit per service (0:
 	// no limit; negative: none at all); AuditDropped counts those left out.
 	Audit        []AuditEntry
@@ -226,7 +322,7 @@ func NewStats() *Stats {
 	return &Stats{
 		Operations:  make(map[OperationKey]*OperationStats),
 		Edges:       make(map[EdgeKey]*EdgeStats),
-		Depths:      make(map[DepthKey]uint64),
+		Depths:      make(map[DepthKey]DepthCount),
 		Roots:       make(map[OperationKey]*RootStats),
 		Addresses:   make(map[AddressKey]uint64),
 		Provisional: make(map[OperationKey]*VerdictCounts),
@@ -251,7 +347,8 @@ func (s *Stats) Reset() {
 	clear(s.opCache[:])
 	clear(s.edgeCache[:])
 	s.Link = LinkStats{}
-	s.Traces = 0
+	s.Traces, s.Extrapolated, s.CountedFailed = 0, 0, 0
+	s.Incomplete = [numIncomplete]uint64{}
 	s.Audit = s.Audit[:0]
 	s.AuditDropped = 0
 	s.Unaudit = s.Unaudit[:0]
@@ -260,48 +357,51 @@ func (s *Stats) Reset() {
 // Add accumulates a judged trace and the verdicts to count now: a verdict
 // held to be judged again (Hold) is counted apart, provisionally
 // (AddProvisional) and once final (Correct).
+//
+// An incomplete trace adds only its count in Incomplete: its figures would
+// rest on partial evidence. Every other figure is counted once and, in its
+// Est, by the trace's adjusted count.
 func (s *Stats) Add(t *Trace, verdicts []Verdict) {
 	s.Traces++
 	s.Link.Add(t.Link)
+	if t.Incomplete != IncompleteNone {
+		s.Incomplete[t.Incomplete]++
+		return
+	}
+	w := t.Weight
+	extrapolated := t.Sampling.Method() == SamplingExtrapolated
+	if extrapolated {
+		s.Extrapolated++
+	}
+	anyFailed := false
 	for ri := range t.Requests {
 		r := &t.Requests[ri]
 		req := &t.Spans[r.Span]
 		op := s.operation(OperationKey{req.Service, req.Operation})
 		op.Served++
+		op.Est.Served += w
+		if extrapolated {
+			op.Extrapolated++
+		}
 		if r.Retry {
 			op.RetriesReceived++
+			op.Est.RetriesReceived += w
 		}
+		anyFailed = anyFailed || req.Failed()
 		calls := t.RequestCalls(r)
 		failed := failedCalls(calls)
 		for ci := range calls {
 			c := &calls[ci]
 			e := s.edge(EdgeKey{req.Service, req.Operation, c.PeerService, c.PeerOperation})
-			e.Calls++
-			switch {
-			case c.Failed:
-				e.FailedCalls++
-				if req.Failed() {
-					e.CallFailedRequestFailed++
-				}
-				if failed == 1 {
-					e.FailedAlone++
-					if req.Failed() {
-						e.FailedAloneRequestFailed++
-					}
-				}
-			case req.Failed():
-				e.CallOKRequestFailed++
-			}
+			addCall(&e.EdgeTraffic, t, c, req.Failed(), failed == 1, 1)
+			addCall(&e.Est, t, c, req.Failed(), failed == 1, w)
 			if c.PeerAddress != NoSymbol && c.PeerAddress != c.PeerService {
 				s.Addresses[AddressKey{req.Service, c.PeerService, c.PeerAddress}]++
 			}
-			n := uint64(c.Attempts())
-			e.Attempts += n
-			e.Retries += n - 1
-			for _, ai := range t.CallAttempts(c) {
-				e.Decisions[t.Spans[ai].Decision()]++
-			}
 		}
+	}
+	if anyFailed && !extrapolated {
+		s.CountedFailed++
 	}
 	for i := range verdicts {
 		v := &verdicts[i]
@@ -312,31 +412,48 @@ func (s *Stats) Add(t *Trace, verdicts []Verdict) {
 				Time: req.End(), TraceID: t.ID, SpanID: req.SpanID,
 				Service: req.Service, Operation: req.Operation,
 				PeerService: c.PeerService, PeerOperation: c.PeerOperation,
-				ClaimSent: v.Sent, ClaimExpected: v.Expected,
+				ClaimSent: v.Sent, ClaimExpected: v.Expected, Weight: w,
 			}
-		})
+		}, w)
 	}
-	s.addDepths(t)
+	s.addDepths(t, w, extrapolated)
 }
 
-// addVerdict counts a verdict on a request of operation k, and audits it
-// by entry when it is coincidental.
-func (s *Stats) addVerdict(k OperationKey, v *Verdict, entry func() AuditEntry) {
-	s.operation(k).count(v.Kind, v.Sent, v.Expected)
+// addCall counts logical call c of a request, n for each event: whether
+// the request failed, and whether c was its only failed call.
+func addCall[T Figure](e *EdgeTraffic[T], t *Trace, c *Call, reqFailed, alone bool, n T) {
+	e.Calls += n
+	switch {
+	case c.Failed:
+		e.FailedCalls += n
+		if reqFailed {
+			e.CallFailedRequestFailed += n
+		}
+		if alone {
+			e.FailedAlone += n
+			if reqFailed {
+				e.FailedAloneRequestFailed += n
+			}
+		}
+	case reqFailed:
+		e.CallOKRequestFailed += n
+	}
+	attempts := T(c.Attempts())
+	e.Attempts += attempts * n
+	e.Retries += (attempts - 1) * n
+	for _, ai := range t.CallAttempts(c) {
+		e.Decisions[t.Spans[ai].Decision()] += n
+	}
+}
+
+// addVerdict counts a verdict on a request of operation k, of a trace of
+// adjusted count w, and audits it by entry when it is coincidental.
+func (s *Stats) addVerdict(k OperationKey, v *Verdict, entry func() AuditEntry, w float64) {
+	op := s.operation(k)
+	op.count(v.Kind, v.Sent, v.Expected, 1)
+	op.Est.count(v.Kind, v.Sent, v.Expected, w)
 	if v.Kind == VerdictCoincidental {
 		s.audit(entry())
-	}
-}
-
-// count counts a verdict of kind whose service sent sent where the rules
-// expect expected.
-func (op *OperationStats) count(kind VerdictKind, sent, expected ownership.Claim) {
-	op.Failed++
-	op.Verdicts[kind]++
-	op.Claims[sent][kind]++
-	op.ExpectedClaims[expected]++
-	if sent == expected {
-		op.ClaimsCorrect++
 	}
 }
 
@@ -402,7 +519,7 @@ func (s *Stats) edge(k EdgeKey) *EdgeStats {
 
 // addDepths counts requests by depth under the trace's root request and
 // the root operation's storm radius.
-func (s *Stats) addDepths(t *Trace) {
+func (s *Stats) addDepths(t *Trace, w float64, extrapolated bool) {
 	root := int32(-1)
 	for ri := range t.Requests {
 		if t.Requests[ri].Depth == 0 {
@@ -420,7 +537,11 @@ func (s *Stats) addDepths(t *Trace) {
 		if r.Depth < 0 {
 			continue
 		}
-		s.Depths[DepthKey{rk.Service, rk.Operation, r.Depth, t.Spans[r.Span].Service}]++
+		k := DepthKey{rk.Service, rk.Operation, r.Depth, t.Spans[r.Span].Service}
+		c := s.Depths[k]
+		c.N++
+		c.Est += w
+		s.Depths[k] = c
 	}
 	st, ok := s.Roots[rk]
 	if !ok {
@@ -428,9 +549,14 @@ func (s *Stats) addDepths(t *Trace) {
 		s.Roots[rk] = st
 	}
 	st.Requests++
+	st.RequestsEst += w
+	if extrapolated {
+		st.Extrapolated++
+	}
 	radius := s.stormRadius(t)
 	st.RadiusMax = max(st.RadiusMax, radius)
 	st.RadiusSum += uint64(radius)
+	st.RadiusSumEst += float64(radius) * w
 }
 
 // Radius marks for stormRadius.
@@ -480,38 +606,22 @@ func (s *Stats) radiusFrom(t *Trace, ri int32) int16 {
 // Merge adds o's figures to s.
 func (s *Stats) Merge(o *Stats) {
 	s.Traces += o.Traces
+	s.Extrapolated += o.Extrapolated
+	s.CountedFailed += o.CountedFailed
+	for i, n := range o.Incomplete {
+		s.Incomplete[i] += n
+	}
 	s.Link.Add(o.Link)
 	for k, v := range o.Operations {
 		op := s.operation(k)
-		op.Served += v.Served
-		op.RetriesReceived += v.RetriesReceived
-		op.Failed += v.Failed
-		op.ClaimsCorrect += v.ClaimsCorrect
-		for i := range v.Verdicts {
-			op.Verdicts[i] += v.Verdicts[i]
-		}
-		for i := range v.Claims {
-			for j := range v.Claims[i] {
-				op.Claims[i][j] += v.Claims[i][j]
-			}
-		}
-		for i := range v.ExpectedClaims {
-			op.ExpectedClaims[i] += v.ExpectedClaims[i]
-		}
+		op.OperationCounts.merge(&v.OperationCounts)
+		op.Est.merge(&v.Est)
+		op.Extrapolated += v.Extrapolated
 	}
 	for k, v := range o.Edges {
 		e := s.edge(k)
-		e.Calls += v.Calls
-		e.FailedCalls += v.FailedCalls
-		e.Attempts += v.Attempts
-		e.Retries += v.Retries
-		e.CallFailedRequestFailed += v.CallFailedRequestFailed
-		e.CallOKRequestFailed += v.CallOKRequestFailed
-		e.FailedAlone += v.FailedAlone
-		e.FailedAloneRequestFailed += v.FailedAloneRequestFailed
-		for i := range v.Decisions {
-			e.Decisions[i] += v.Decisions[i]
-		}
+		e.EdgeTraffic.merge(&v.EdgeTraffic)
+		e.Est.merge(&v.Est)
 	}
 	s.AuditDropped += o.AuditDropped
 	for _, e := range o.Audit {
@@ -524,7 +634,10 @@ func (s *Stats) Merge(o *Stats) {
 		s.unaudit(k)
 	}
 	for k, v := range o.Depths {
-		s.Depths[k] += v
+		c := s.Depths[k]
+		c.N += v.N
+		c.Est += v.Est
+		s.Depths[k] = c
 	}
 	for k, v := range o.Addresses {
 		s.Addresses[k] += v
@@ -538,6 +651,9 @@ func (s *Stats) Merge(o *Stats) {
 		st.Requests += v.Requests
 		st.RadiusSum += v.RadiusSum
 		st.RadiusMax = max(st.RadiusMax, v.RadiusMax)
+		st.RequestsEst += v.RequestsEst
+		st.RadiusSumEst += v.RadiusSumEst
+		st.Extrapolated += v.Extrapolated
 	}
 }
 

@@ -54,10 +54,13 @@ type Verdict struct {
 }
 
 // Judge gives a verdict for every failed request of t, using m for edge
-// modes. The result is valid until the Analyzer's next Judge.
+// modes; none for an incomplete trace. The result is valid until the Analyzer's next Judge.
 func (a *Analyzer) Judge(t *Trace, m Modes) []Verdict {
 	a.verdicts = a.verdicts[:0]
 	a.failed = a.failed[:0]
+	if t.Incomplete != IncompleteNone {
+		return a.verdicts // not judged from partial evidence
+	}
 	for ri := range t.Requests {
 		r := &t.Requests[ri]
 		req := &t.Spans[r.Span]

@@ -442,7 +442,7 @@ func newBatch(f *Flush, bucket time.Duration, maxName int) *batch {
 	for k, served := range s.Depths {
 		depths = append(depths, statRow{
 			makeKey(d.of(k.RootService), d.of(k.RootOperation), uint32(int32(k.Depth)+smallintBias), d.of(k.Service)),
-			[maxValues]int64{toInt64(served)}})
+			[maxValues]int64{toInt64(served.N)}})
 	}
 	b.tables[tableDepths].rows = depths
 

@@ -125,7 +125,7 @@ func (a *accumulator) Flushed(b *figures.Bucket) {
 		}
 	}
 	for k, n := range st.Depths {
-		add(mRootServed, n, name(k.RootService), name(k.RootOperation), strconv.Itoa(int(k.Depth)), name(k.Service))
+		add(mRootServed, n.N, name(k.RootService), name(k.RootOperation), strconv.Itoa(int(k.Depth)), name(k.Service))
 	}
 	for k, r := range st.Roots {
 		svc, opn := name(k.Service), name(k.Operation)
