@@ -224,6 +224,17 @@ func samplingOf(traceState string, id pcommon.TraceID, rate float64) samplingKey
 	return k
 }
 
+// SamplingOf returns the sampling class of a span of trace id with W3C
+// tracestate traceState and sample-rate attribute rate (0: none), as the
+// Extractor reads them.
+func SamplingOf(traceState string, id pcommon.TraceID, rate float64) SamplingClass {
+	k := samplingOf(traceState, id, rate)
+	if k.inconsistent {
+		return SamplingInconsistent
+	}
+	return internSampling(k)
+}
+
 // otValues finds the th and rv values of the ot member of a tracestate.
 func otValues(ts string) (th, rv string, ok bool) {
 	for ts != "" {

@@ -28,6 +28,9 @@ const (
 	// matters, in about 12 MiB.
 	defaultRejudgeMaxHeld = 100_000
 	defaultRejudgeMaxAge  = 10 * time.Minute
+	// Behind a tail sampler that keeps every error and a tenth of the
+	// rest, a fleet failing 10 % of its traces shows 53 % failing.
+	defaultWarnFailedShare = 0.5
 )
 
 // Bounds of the processor's keys. Below the minimums a duration is a
@@ -82,6 +85,10 @@ type AnalysisConfig struct {
 	// analysed, as every edge is while the model learns it.
 	Rejudge RejudgeConfig `mapstructure:"rejudge"`
 
+	// Sampling says when figures counted from traces without sampling
+	// information are called unrepresentative.
+	Sampling SamplingConfig `mapstructure:"sampling"`
+
 	// Store names the errorownership_store extension the statistics are
 	// written to, and whose merged edge model the verdicts read; nil
 	// writes nothing and judges by the analysis' own model.
@@ -98,6 +105,19 @@ type RejudgeConfig struct {
 	MaxHeld int `mapstructure:"max_held"`
 	// MaxAge is how long a request is held at most; 0 holds none.
 	MaxAge time.Duration `mapstructure:"max_age"`
+}
+
+// SamplingConfig tunes the warning that a sampler upstream skews the
+// figures (docs/design.md §8.1). A trace's weight comes from its sampling
+// threshold (tracestate ot=th) or attributes.sample_rate; a trace with
+// neither counts as one, which is right only if nothing sampled it.
+type SamplingConfig struct {
+	// WarnFailedShare: when more than this share of a flush's whole
+	// traces without sampling information had a failed request, the
+	// status and the log say that a sampler upstream that keeps errors is
+	// likely and the figures are not estimates of traffic. 0 turns the
+	// warning off.
+	WarnFailedShare float64 `mapstructure:"warn_failed_share"`
 }
 
 // holds reports whether requests are held at all.
@@ -162,6 +182,9 @@ func (c *AnalysisConfig) Check() error {
 		errs = append(errs, fmt.Errorf("rejudge.max_age: %v must not be negative; use 0 to judge every request once, such as 10m", a))
 	} else if a > 0 && a < c.FlushInterval {
 		errs = append(errs, fmt.Errorf("rejudge.max_age: %v must be 0 or at least flush_interval (%v), when held requests are judged again, such as 10m%s", a, c.FlushInterval, configcheck.BareNumber(a, "10m")))
+	}
+	if f := c.Sampling.WarnFailedShare; !(f >= 0 && f < 1) {
+		errs = append(errs, fmt.Errorf("sampling.warn_failed_share: %v must be in [0, 1), such as %v; 0 turns the warning off", f, defaultWarnFailedShare))
 	}
 	errs = append(errs, engine.Validate())
 	if c.Store != nil && engine.EdgeModel != dependencyanalysis.DefaultConfig().EdgeModel {

@@ -35,6 +35,7 @@ func DefaultAnalysisConfig() AnalysisConfig {
 		MaxSpans:      defaultMaxSpans,
 		FlushInterval: defaultFlushInterval,
 		Rejudge:       RejudgeConfig{MaxHeld: defaultRejudgeMaxHeld, MaxAge: defaultRejudgeMaxAge},
+		Sampling:      SamplingConfig{WarnFailedShare: defaultWarnFailedShare},
 		EngineConfig:  EngineConfig(dependencyanalysis.DefaultConfig()),
 	}
 }

@@ -42,6 +42,7 @@ func TestCreateDefaultConfig(t *testing.T) {
 		NumWorkers:    0,
 		FlushInterval: 30 * time.Second,
 		Rejudge:       RejudgeConfig{MaxHeld: 100_000, MaxAge: 10 * time.Minute},
+		Sampling:      SamplingConfig{WarnFailedShare: 0.5},
 		EngineConfig:  EngineConfig(dependencyanalysis.DefaultConfig()),
 	}}, cfg)
 	assert.Nil(t, cfg.(*Config).HintsExtension, "no hints are served until hints_extension names an extension")

@@ -42,6 +42,7 @@ func (p *ownershipProcessor) flush(ctx context.Context, final bool) {
 		p.merged.Merge(s)
 		w.giveBack(s)
 	}
+	p.checkSampling(p.merged)
 	end := time.Now()
 	snap := &sink.Snapshot{Stats: p.merged, Symbols: p.symbols, Start: p.bucketStart, End: end}
 	if p.sink != nil && !p.merged.Empty() {
@@ -143,6 +144,9 @@ func (p *ownershipProcessor) sweepSymbols() {
 			own.EdgeModel().Forget(start.Add(-forgetAfter * hl))
 		}
 	}
+	if hl := p.cfg.Engine().EdgeModel.HalfLife; hl > 0 {
+		p.callees.Forget(start.Add(-forgetAfter * hl))
+	}
 	freed := p.symbols.Sweep(func(keep func(dependencyanalysis.Symbol)) {
 		for _, s := range p.buffer.Shards() {
 			s.Symbols(keep)
@@ -165,6 +169,7 @@ func (p *ownershipProcessor) sweepSymbols() {
 		}
 		p.merged.Symbols(keep)
 		p.edges.Symbols(keep)
+		p.callees.Symbols(keep)
 	})
 	p.logger.Info("Swept the error-ownership name table",
 		zap.Int("freed", freed), zap.Int("kept", p.symbols.Len()), zap.Duration("took", time.Since(start)))
@@ -179,4 +184,43 @@ func (p *ownershipProcessor) flushTo(ctx context.Context, snap *sink.Snapshot) (
 		}
 	}()
 	return p.sink.Flush(ctx, snap)
+}
+
+// minSamplingCheck is how many whole counted traces a bucket needs before
+// their share of failures says anything about a sampler upstream.
+const minSamplingCheck = 100
+
+// checkSampling tells the collector, through the component's status, when
+// a bucket's traces carry no sampling information while so many of them
+// failed that a sampler upstream which keeps errors (a tail sampler) is
+// likely: their figures are then counts of what it kept, and every ratio
+// leans towards failure. The status clears with the first bucket that does
+// not look so.
+func (p *ownershipProcessor) checkSampling(s *dependencyanalysis.Stats) {
+	limit := p.cfg.Sampling.WarnFailedShare
+	var incomplete uint64
+	for _, n := range s.Incomplete {
+		incomplete += n
+	}
+	counted := s.Traces - s.Extrapolated - incomplete
+	if limit <= 0 || counted < minSamplingCheck {
+		return
+	}
+	share := float64(s.CountedFailed) / float64(counted)
+	unweighed := share > limit
+	if unweighed == p.unweighed {
+		return
+	}
+	p.unweighed = unweighed
+	var err error
+	if unweighed {
+		err = fmt.Errorf("%d of %d traces without sampling information had a failed request (%.0f%%, above sampling.warn_failed_share %v): "+
+			"if a sampler before this processor keeps errors (tail sampling), these figures are counts of what it kept, not estimates of traffic, "+
+			"and every ratio leans towards failure; analyse before the sampler, or sample with OpenTelemetry's probability sampling (tracestate ot=th)",
+			s.CountedFailed, counted, 100*share, limit)
+		p.logger.Warn("Traces without sampling information fail unusually often: the figures may not be representative", zap.Error(err))
+	}
+	if p.status != nil {
+		p.status.Set("sampling", err)
+	}
 }

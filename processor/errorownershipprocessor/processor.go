@@ -58,8 +58,11 @@ type ownershipProcessor struct {
 	// own, or the store's.
 	edges      edges.Model
 	storeModel *edges.Store // edges, with a store; nil without
-	buffer     *buffer.Buffer
-	workers    []*worker
+	// callees remembers the instrumented destinations, so that a trace
+	// missing a callee's spans is set apart (Callees.Check).
+	callees *dependencyanalysis.Callees
+	buffer  *buffer.Buffer
+	workers []*worker
 	// scratch pools extractors with their record buffers: an Extractor is
 	// not safe for concurrent use, and ConsumeTraces is called concurrently.
 	scratch sync.Pool
@@ -117,6 +120,13 @@ type ownershipProcessor struct {
 	// rejudgedAttrs tell verdicts_rejudged's causes apart.
 	rejudgedSettled, rejudgedAged, rejudgedEvicted, rejudgedShutdown metric.MeasurementOption
 	reasonAttrs                                                      [5]metric.MeasurementOption
+	// samplingAttrs and incompleteAttrs tell traces_sampling's methods
+	// and traces_incomplete's reasons apart, by their values.
+	samplingAttrs   [2]metric.MeasurementOption
+	incompleteAttrs [4]metric.MeasurementOption
+	// unweighed is whether the last flush's figures were called not
+	// estimates of traffic (sampling.warn_failed_share); under flushing.
+	unweighed bool
 	// lateAttrs tell spans_late's causes apart: the trace was due, or evicted.
 	lateDue, lateEvicted metric.MeasurementOption
 }
@@ -165,6 +175,7 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 	p.cfg, p.id = cfg, set.ID
 	own := dependencyanalysis.NewEdgeModel(engine.EdgeModel, dependencyanalysis.WithClock(time.Now))
 	p.edges = edges.NewOwn(own, p.symbols, &p.symbolsInUse)
+	p.callees = dependencyanalysis.NewCallees(engine.EdgeModel.MaxEdges)
 	p.scratch.New = func() any {
 		return &scratch{ex: dependencyanalysis.NewExtractor(engine, p.symbols)}
 	}
@@ -182,6 +193,12 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 	}
 	for k := dependencyanalysis.VerdictOwn; k <= dependencyanalysis.VerdictCoincidental; k++ {
 		p.verdictAttrs[k] = metric.WithAttributeSet(attribute.NewSet(attribute.String("verdict", k.String())))
+	}
+	for _, m := range []dependencyanalysis.SamplingMethod{dependencyanalysis.SamplingCounted, dependencyanalysis.SamplingExtrapolated} {
+		p.samplingAttrs[m] = metric.WithAttributeSet(attribute.NewSet(attribute.String("sampling_method", m.String())))
+	}
+	for _, r := range dependencyanalysis.IncompleteReasons() {
+		p.incompleteAttrs[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("incomplete", r.String())))
 	}
 	for i, r := range unlinkedReasons {
 		p.reasonAttrs[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))

@@ -139,6 +139,9 @@ type tally struct {
 	corrected               [4]int64 // of evicted, those whose final verdict corrects the provisional one
 	link                    dependencyanalysis.LinkStats
 	durations               [maxTake]float64
+	sampling                [2]int64 // whole traces by dependencyanalysis.SamplingMethod
+	countedFailed           int64
+	incomplete              [4]int64 // by dependencyanalysis.Incomplete
 }
 
 func (w *worker) analyse(batch []*buffer.Entry) {
@@ -164,6 +167,19 @@ func (w *worker) analyse(batch []*buffer.Entry) {
 		tb.ProcessorErrorownershipTracesAnalyzed.Add(ctx, t.traces)
 		for _, ms := range t.durations[:t.timed] {
 			tb.ProcessorErrorownershipAnalysisDuration.Record(ctx, ms)
+		}
+	}
+	for m, n := range t.sampling {
+		if n > 0 {
+			tb.ProcessorErrorownershipTracesSampling.Add(ctx, n, w.p.samplingAttrs[m])
+		}
+	}
+	if t.countedFailed > 0 {
+		tb.ProcessorErrorownershipTracesCountedFailed.Add(ctx, t.countedFailed)
+	}
+	for r, n := range t.incomplete {
+		if n > 0 {
+			tb.ProcessorErrorownershipTracesIncomplete.Add(ctx, n, w.p.incompleteAttrs[r])
 		}
 	}
 	for k, n := range t.verdicts {
@@ -216,15 +232,36 @@ func (w *worker) analyseTrace(e *buffer.Entry, t *tally) (ms float64, timed, ok 
 		start = time.Now()
 	}
 	tr := w.an.Link(e.ID, e.Spans(&w.spans))
+	tr.SetSampling(e.Sampling())
+	w.p.callees.Check(tr)
 	w.p.edges.Observe(tr)
 	modes := w.p.edges.Modes()
 	verdicts := w.an.Judge(tr, modes)
 	w.add(tr, verdicts, modes, t)
+	if tr.Incomplete != dependencyanalysis.IncompleteNone {
+		t.incomplete[tr.Incomplete]++
+	} else {
+		m := tr.Sampling.Method()
+		t.sampling[m]++
+		if m == dependencyanalysis.SamplingCounted && failedRequest(tr) {
+			t.countedFailed++
+		}
+	}
 	if timed {
 		ms = float64(time.Since(start)) / float64(time.Millisecond)
 	}
 	t.link.Add(tr.Link)
 	return ms, timed, true
+}
+
+// failedRequest reports whether a request of tr failed.
+func failedRequest(tr *dependencyanalysis.Trace) bool {
+	for i := range tr.Requests {
+		if tr.RequestSpan(&tr.Requests[i]).Failed() {
+			return true
+		}
+	}
+	return false
 }
 
 // durationSampled reports whether the analysis of trace id is timed for

@@ -330,10 +330,6 @@ type Target struct {
 	// span starts a trace of its own, with no parent, and the caller's
 	// hooks cannot see how it went (broken context).
 	LoseContext bool
-	// Unexported drops the call's client spans, as an SDK whose queue
-	// overflowed does: the callee's span keeps a parent ID that no span
-	// has (an orphan).
-	Unexported bool
 }
 
 // Result is how a logical call went: its last attempt decides.
@@ -530,7 +526,7 @@ func (r *Request) call(t Target, start time.Duration) (Result, time.Duration) {
 		sp := spanRecord{
 			resource: caller.name, batch: caller.batchOut(), id: id, parent: parent,
 			kind: ptrace.SpanKindClient, name: t.Operation, start: clientStart, end: clientEnd,
-			statusError: clientError(callee, res), drop: t.Unexported,
+			statusError: clientError(callee, res),
 		}
 		a := w.clientAttrs(w.scratch[:0], caller, callee, t.Operation, attempt, res)
 		if caller.hooks && failed {
@@ -847,7 +843,6 @@ type spanRecord struct {
 	name        string
 	start, end  time.Duration
 	statusError bool
-	drop        bool
 	attrs       []attr
 }
 
@@ -904,9 +899,6 @@ func (w *World) flush(tr *traceRec) {
 	groups := w.groups[:0]
 	for i := range tr.spans {
 		s := &tr.spans[i]
-		if s.drop {
-			continue
-		}
 		var g *group
 		for j := range groups {
 			if groups[j].resource == s.resource && groups[j].batch == s.batch {

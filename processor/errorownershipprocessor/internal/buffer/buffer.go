@@ -52,12 +52,19 @@ type Entry struct {
 	// grow, and no trace keeps another's records alive.
 	segs  [maxSegments][]dependencyanalysis.Span
 	nsegs uint8
-	n     int32 // records in all segments
+	// sampling is the strictest sampling class of the trace's spans; it
+	// fits in the padding after nsegs.
+	sampling dependencyanalysis.SamplingClass
+	n        int32 // records in all segments
 	// last is when spans last arrived, queued the value of last when the
 	// entry was put at the queue's tail; both in nanoseconds since the
 	// buffer's epoch.
 	last, queued int64
 }
+
+// Sampling returns the trace's sampling class, the strictest of its
+// spans' (dependencyanalysis.CombineSampling).
+func (e *Entry) Sampling() dependencyanalysis.SamplingClass { return e.sampling }
 
 // Len reports how many records the trace has.
 func (e *Entry) Len() int { return int(e.n) }
@@ -173,6 +180,8 @@ type group struct {
 	shard int32
 	n     int32 // records
 	seg   []dependencyanalysis.Span
+	// sampling is the strictest sampling class of the records.
+	sampling dependencyanalysis.SamplingClass
 }
 
 // signal wakes the worker without blocking.
@@ -221,6 +230,9 @@ func (s *Shard) insert(g *group, now int64, c *Counts) (wasEmpty bool) {
 		s.makeRoom(0, n, e, c)
 	}
 	e.attach(seg[:n:n])
+	if g.sampling != e.sampling {
+		e.sampling = dependencyanalysis.CombineSampling(e.sampling, g.sampling)
+	}
 	s.waitingSpans += n
 	e.last = now
 	s.peakTraces = max(s.peakTraces, s.queue.len()+int(s.handedTraces.Load()))
@@ -456,6 +468,9 @@ func (b *Buffer) Add(records []dependencyanalysis.Record, sc *Scratch, now int64
 		g := &groups[r.group]
 		for i := r.lo; i < r.hi; i++ {
 			g.seg = append(g.seg, records[i].Span)
+			if c := records[i].Sampling; c != g.sampling {
+				g.sampling = dependencyanalysis.CombineSampling(g.sampling, c)
+			}
 		}
 	}
 	sorted := groups // one shard: already in order

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -449,4 +450,47 @@ func TestRecentFilter(t *testing.T) {
 	big := recentFilter{traces: 1 << 30}
 	big.add(1, leftDue)
 	assert.Len(t, big.slots, maxRecentSlots)
+}
+
+// TestEntrySize keeps a buffered trace's entry in its size class: the heap
+// per buffered span is stated with it.
+func TestEntrySize(t *testing.T) {
+	assert.EqualValues(t, 112, unsafe.Sizeof(Entry{}))
+}
+
+// TestBufferKeepsStrictestSampling: a trace's class is the strictest of
+// its spans', whichever batch they came in.
+func TestBufferKeepsStrictestSampling(t *testing.T) {
+	id := traceID(1)
+	half := dependencyanalysis.SamplingOf("ot=th:8", id, 0)
+	tenth := dependencyanalysis.SamplingOf("ot=th:e666", id, 0)
+	tests := []struct {
+		name    string
+		batches [][]dependencyanalysis.SamplingClass
+		want    dependencyanalysis.SamplingClass
+	}{
+		{"no sampling information", [][]dependencyanalysis.SamplingClass{{0, 0}}, dependencyanalysis.SamplingNone},
+		{"one batch", [][]dependencyanalysis.SamplingClass{{half, tenth, 0}}, tenth},
+		{"the stricter in a later batch", [][]dependencyanalysis.SamplingClass{{half}, {tenth}}, tenth},
+		{"the stricter in an earlier batch", [][]dependencyanalysis.SamplingClass{{tenth}, {half}}, tenth},
+		{"a contradicted threshold", [][]dependencyanalysis.SamplingClass{{tenth}, {dependencyanalysis.SamplingInconsistent}}, dependencyanalysis.SamplingInconsistent},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := New(1, 100, 1000, time.Hour)
+			var sc Scratch
+			var c Counts
+			for _, classes := range tt.batches {
+				batch := records(1, len(classes))
+				for i := range batch {
+					batch[i].SpanID[0] = byte(len(tt.batches))
+					batch[i].Sampling = classes[i]
+				}
+				b.Add(batch, &sc, 0, &c)
+			}
+			s := b.shards[0]
+			require.Equal(t, 1, s.queue.len())
+			assert.Equal(t, tt.want, s.queue.peek().Sampling())
+		})
+	}
 }

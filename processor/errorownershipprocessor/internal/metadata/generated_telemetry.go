@@ -46,7 +46,10 @@ type TelemetryBuilder struct {
 	ProcessorErrorownershipStoreRowsDropped      metric.Int64ObservableCounter
 	ProcessorErrorownershipStoreRowsPending      metric.Int64ObservableGauge
 	ProcessorErrorownershipTracesAnalyzed        metric.Int64Counter
+	ProcessorErrorownershipTracesCountedFailed   metric.Int64Counter
 	ProcessorErrorownershipTracesEvicted         metric.Int64Counter
+	ProcessorErrorownershipTracesIncomplete      metric.Int64Counter
+	ProcessorErrorownershipTracesSampling        metric.Int64Counter
 	ProcessorErrorownershipVerdicts              metric.Int64Counter
 	ProcessorErrorownershipVerdictsCorrected     metric.Int64Counter
 	ProcessorErrorownershipVerdictsHeld          metric.Int64Counter
@@ -336,9 +339,27 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{trace}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ProcessorErrorownershipTracesCountedFailed, err = builder.meter.Int64Counter(
+		"otelcol_processor_errorownership_traces_counted_failed",
+		metric.WithDescription("Whole traces without sampling information (counted) that had a failed request; over the counted processor_errorownership_traces_sampling, the share a sampler upstream that keeps errors and says nothing inflates (the status warns past sampling.warn_failed_share). [Alpha]"),
+		metric.WithUnit("{trace}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ProcessorErrorownershipTracesEvicted, err = builder.meter.Int64Counter(
 		"otelcol_processor_errorownership_traces_evicted",
 		metric.WithDescription("Traces taken from the buffer before decision_wait had passed because the buffer was full. [Alpha]"),
+		metric.WithUnit("{trace}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorErrorownershipTracesIncomplete, err = builder.meter.Int64Counter(
+		"otelcol_processor_errorownership_traces_incomplete",
+		metric.WithDescription("Traces set apart as not whole, by why; they are counted, not judged, and teach the edge model nothing. [Alpha]"),
+		metric.WithUnit("{trace}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorErrorownershipTracesSampling, err = builder.meter.Int64Counter(
+		"otelcol_processor_errorownership_traces_sampling",
+		metric.WithDescription("Whole traces analysed, by how their weight was known. [Alpha]"),
 		metric.WithUnit("{trace}"),
 	)
 	errs = errors.Join(errs, err)

@@ -300,6 +300,22 @@ func AssertEqualProcessorErrorownershipTracesAnalyzed(t *testing.T, tt *componen
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualProcessorErrorownershipTracesCountedFailed(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_errorownership_traces_counted_failed",
+		Description: "Whole traces without sampling information (counted) that had a failed request; over the counted processor_errorownership_traces_sampling, the share a sampler upstream that keeps errors and says nothing inflates (the status warns past sampling.warn_failed_share). [Alpha]",
+		Unit:        "{trace}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_errorownership_traces_counted_failed")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualProcessorErrorownershipTracesEvicted(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_errorownership_traces_evicted",
@@ -312,6 +328,38 @@ func AssertEqualProcessorErrorownershipTracesEvicted(t *testing.T, tt *component
 		},
 	}
 	got, err := tt.GetMetric("otelcol_processor_errorownership_traces_evicted")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualProcessorErrorownershipTracesIncomplete(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_errorownership_traces_incomplete",
+		Description: "Traces set apart as not whole, by why; they are counted, not judged, and teach the edge model nothing. [Alpha]",
+		Unit:        "{trace}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_errorownership_traces_incomplete")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualProcessorErrorownershipTracesSampling(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_errorownership_traces_sampling",
+		Description: "Whole traces analysed, by how their weight was known. [Alpha]",
+		Unit:        "{trace}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_errorownership_traces_sampling")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

@@ -65,7 +65,10 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorErrorownershipSpansSeen.Add(context.Background(), 1)
 	tb.ProcessorErrorownershipSpansUnlinked.Add(context.Background(), 1)
 	tb.ProcessorErrorownershipTracesAnalyzed.Add(context.Background(), 1)
+	tb.ProcessorErrorownershipTracesCountedFailed.Add(context.Background(), 1)
 	tb.ProcessorErrorownershipTracesEvicted.Add(context.Background(), 1)
+	tb.ProcessorErrorownershipTracesIncomplete.Add(context.Background(), 1)
+	tb.ProcessorErrorownershipTracesSampling.Add(context.Background(), 1)
 	tb.ProcessorErrorownershipVerdicts.Add(context.Background(), 1)
 	tb.ProcessorErrorownershipVerdictsCorrected.Add(context.Background(), 1)
 	tb.ProcessorErrorownershipVerdictsHeld.Add(context.Background(), 1)
@@ -124,7 +127,16 @@ func TestSetupTelemetry(t *testing.T) {
 	AssertEqualProcessorErrorownershipTracesAnalyzed(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorErrorownershipTracesCountedFailed(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorErrorownershipTracesEvicted(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorErrorownershipTracesIncomplete(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorErrorownershipTracesSampling(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorErrorownershipVerdicts(t, testTel,
