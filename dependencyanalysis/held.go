@@ -34,8 +34,10 @@ type Held struct {
 	// them: what Correct takes back.
 	Provisional         VerdictKind
 	ProvisionalExpected ownership.Claim
-	// Weight is the adjusted count of the request's trace.
+	// Weight is the adjusted count of the request's trace, and Method
+	// how it was known.
 	Weight float64
+	Method SamplingMethod
 	Calls  []HeldCall
 }
 
@@ -60,7 +62,7 @@ func Hold(t *Trace, v *Verdict, at time.Time) Held {
 	h := Held{
 		At: at, Time: req.End(), TraceID: t.ID, SpanID: req.SpanID,
 		Service: req.Service, Operation: req.Operation, Sent: v.Sent,
-		Provisional: v.Kind, ProvisionalExpected: v.Expected, Weight: t.Weight,
+		Provisional: v.Kind, ProvisionalExpected: v.Expected, Weight: t.Weight, Method: t.Sampling.Method(),
 		Calls: make([]HeldCall, len(v.FailedCalls)),
 	}
 	for i, ci := range v.FailedCalls {
@@ -102,7 +104,7 @@ func (h *Held) Symbols(keep func(Symbol)) {
 // its verdict in its bucket from the start; Operations, which readers that
 // only count up (metrics) read, waits for the final verdict.
 func (s *Stats) AddProvisional(h *Held) {
-	s.provisional(OperationKey{h.Service, h.Operation}).add(h.Provisional, h.Sent, h.ProvisionalExpected, 1, h.Weight)
+	s.provisional(OperationKey{h.Service, h.Operation}).add(h.Provisional, h.Sent, h.ProvisionalExpected, 1, h.Weight, h.Method)
 	if h.Provisional == VerdictCoincidental {
 		s.audit(h.auditEntry(h.ProvisionalExpected))
 	}
@@ -119,8 +121,8 @@ func (s *Stats) Correct(h *Held, v *Verdict) (changed bool) {
 	k := OperationKey{h.Service, h.Operation}
 	op := s.operation(k)
 	op.count(v.Kind, h.Sent, v.Expected, 1)
-	op.Est.count(v.Kind, h.Sent, v.Expected, h.Weight)
-	s.provisional(k).add(h.Provisional, h.Sent, h.ProvisionalExpected, -1, h.Weight)
+	op.Est[h.Method].count(v.Kind, h.Sent, v.Expected, h.Weight)
+	s.provisional(k).add(h.Provisional, h.Sent, h.ProvisionalExpected, -1, h.Weight, h.Method)
 	wasAudited, audited := h.Provisional == VerdictCoincidental, v.Kind == VerdictCoincidental
 	changed = v.Kind != h.Provisional || v.Expected != h.ProvisionalExpected
 	if wasAudited && audited && !changed {

@@ -213,16 +213,18 @@ func TestStatsWeighed(t *testing.T) {
 	op := stats.Operations[OperationKey{syms.Intern("front"), syms.Intern("GET /")}]
 	require.NotNil(t, op)
 	assert.EqualValues(t, 2, op.Served)
-	assert.InDelta(t, w+1, op.Est.Served, 1e-9)
+	assert.InDelta(t, w+1, op.Estimate().Served, 1e-9)
+	assert.InDelta(t, 1.0, op.Est[SamplingCounted].Served, 1e-9, "counted apart")
+	assert.InDelta(t, w, op.Est[SamplingExtrapolated].Served, 1e-9, "extrapolated apart")
 	assert.EqualValues(t, 1, op.Extrapolated)
-	assert.InDelta(t, w+1, op.Est.Verdicts[VerdictCoincidental], 1e-9)
-	assert.InDelta(t, w+1, op.Est.ClaimsCorrect, 1e-9)
+	assert.InDelta(t, w+1, op.Estimate().Verdicts[VerdictCoincidental], 1e-9)
+	assert.InDelta(t, w+1, op.Estimate().ClaimsCorrect, 1e-9)
 	e := stats.Edges[EdgeKey{syms.Intern("front"), syms.Intern("GET /"), syms.Intern("back"), syms.Intern("GET /b")}]
 	require.NotNil(t, e)
 	assert.EqualValues(t, 2, e.Retries)
-	assert.InDelta(t, 2*(w+1), e.Est.Attempts, 1e-9)
+	assert.InDelta(t, 2*(w+1), e.Estimate().Attempts, 1e-9)
 	root := stats.Roots[OperationKey{syms.Intern("front"), syms.Intern("GET /")}]
-	assert.InDelta(t, w+1, root.RequestsEst, 1e-9)
+	assert.InDelta(t, w+1, root.EstimatedRequests(), 1e-9)
 	assert.EqualValues(t, 1, root.Extrapolated)
 	require.Len(t, stats.Audit, 2)
 	assert.InDelta(t, w, stats.Audit[0].Weight, 1e-9)

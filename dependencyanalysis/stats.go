@@ -71,14 +71,23 @@ func (c *OperationCounts[T]) merge(o *OperationCounts[T]) {
 
 // OperationStats are one inbound operation's figures: the requests seen,
 // and (Est) the same figures as estimates of all traffic, each trace
-// weighing its adjusted count (docs/design.md §8.1). Ratios are of
-// estimates.
+// weighing its adjusted count (docs/design.md §8.1), apart by
+// SamplingMethod as the span-metrics connector keeps them: Est[SamplingCounted]
+// counts the traces without sampling information, one each, and
+// Est[SamplingExtrapolated] weighs the others. Ratios are of estimates.
 type OperationStats struct {
 	OperationCounts[uint64]
-	Est OperationCounts[float64]
+	Est [2]OperationCounts[float64]
 	// Extrapolated counts the served requests whose trace's weight came
-	// from its sampling (SamplingExtrapolated); the rest weigh one each.
+	// from its sampling (SamplingExtrapolated).
 	Extrapolated uint64
+}
+
+// Estimate returns op's estimates of all traffic, both methods summed.
+func (op *OperationStats) Estimate() OperationCounts[float64] {
+	e := op.Est[SamplingCounted]
+	e.merge(&op.Est[SamplingExtrapolated])
+	return e
 }
 
 // VerdictCounts are the figures verdicts add to an operation — OperationStats'
@@ -90,13 +99,14 @@ type VerdictCounts struct {
 	Claims         [3][4]int64
 	ClaimsCorrect  int64
 	ExpectedClaims [3]int64
-	// Est are the same figures as estimates of all traffic (OperationStats.Est).
-	Est OperationCounts[float64]
+	// Est are the same figures as estimates of all traffic, by
+	// SamplingMethod (OperationStats.Est).
+	Est [2]OperationCounts[float64]
 }
 
 // add adds n verdicts of kind whose service sent sent where the rules
-// expect expected, of a trace of adjusted count w.
-func (c *VerdictCounts) add(kind VerdictKind, sent, expected ownership.Claim, n int64, w float64) {
+// expect expected, of a trace of adjusted count w by method m.
+func (c *VerdictCounts) add(kind VerdictKind, sent, expected ownership.Claim, n int64, w float64, m SamplingMethod) {
 	c.Failed += n
 	c.Verdicts[kind] += n
 	c.Claims[sent][kind] += n
@@ -104,14 +114,16 @@ func (c *VerdictCounts) add(kind VerdictKind, sent, expected ownership.Claim, n 
 	if sent == expected {
 		c.ClaimsCorrect += n
 	}
-	c.Est.count(kind, sent, expected, float64(n)*w)
+	c.Est[m].count(kind, sent, expected, float64(n)*w)
 }
 
 // VerdictCounts returns op's verdict figures, signed.
 func (op *OperationStats) VerdictCounts() VerdictCounts {
 	c := VerdictCounts{Failed: toSigned(op.Failed), ClaimsCorrect: toSigned(op.ClaimsCorrect)}
 	c.Est = op.Est
-	c.Est.Served, c.Est.RetriesReceived = 0, 0 // not verdict figures
+	for m := range c.Est {
+		c.Est[m].Served, c.Est[m].RetriesReceived = 0, 0 // not verdict figures
+	}
 	for i, n := range op.Verdicts {
 		c.Verdicts[i] = toSigned(n)
 	}
@@ -145,7 +157,9 @@ func (c *VerdictCounts) Merge(o *VerdictCounts) {
 	for i := range o.ExpectedClaims {
 		c.ExpectedClaims[i] += o.ExpectedClaims[i]
 	}
-	c.Est.merge(&o.Est)
+	for m := range c.Est {
+		c.Est[m].merge(&o.Est[m])
+	}
 }
 
 // EdgeTraffic are one edge's traffic figures, seen or estimated.
@@ -182,10 +196,17 @@ func (e *EdgeTraffic[T]) merge(o *EdgeTraffic[T]) {
 }
 
 // EdgeStats are one edge's traffic figures: the calls seen, and (Est) their
-// estimate of all traffic.
+// estimate of all traffic, by SamplingMethod (OperationStats.Est).
 type EdgeStats struct {
 	EdgeTraffic[uint64]
-	Est EdgeTraffic[float64]
+	Est [2]EdgeTraffic[float64]
+}
+
+// Estimate returns e's estimates of all traffic, both methods summed.
+func (e *EdgeStats) Estimate() EdgeTraffic[float64] {
+	t := e.Est[SamplingCounted]
+	t.merge(&e.Est[SamplingExtrapolated])
+	return t
 }
 
 // AddressKey names an address a service used to reach a peer service.
@@ -231,11 +252,14 @@ type DepthKey struct {
 }
 
 // DepthCount counts the requests a service served at one depth below a root
-// operation, seen (N) and estimated (Est).
+// operation, seen (N) and estimated by SamplingMethod (Est).
 type DepthCount struct {
 	N   uint64
-	Est float64
+	Est [2]float64
 }
+
+// Estimate returns the estimate of all traffic, both methods summed.
+func (d DepthCount) Estimate() float64 { return d.Est[0] + d.Est[1] }
 
 // RootStats are a user-facing (root) operation's figures.
 type RootStats struct {
@@ -247,11 +271,17 @@ type RootStats struct {
 	RadiusMax int
 	RadiusSum uint64
 	// RequestsEst and RadiusSumEst are Requests and RadiusSum estimated
-	// for all traffic; Extrapolated counts the root requests whose weight
-	// came from their sampling.
-	RequestsEst, RadiusSumEst float64
+	// for all traffic, by SamplingMethod; Extrapolated counts the root
+	// requests whose weight came from their sampling.
+	RequestsEst, RadiusSumEst [2]float64
 	Extrapolated              uint64
 }
+
+// EstimatedRequests returns RequestsEst summed over the methods.
+func (r *RootStats) EstimatedRequests() float64 { return r.RequestsEst[0] + r.RequestsEst[1] }
+
+// EstimatedRadiusSum returns RadiusSumEst summed over the methods.
+func (r *RootStats) EstimatedRadiusSum() float64 { return r.RadiusSumEst[0] + r.RadiusSumEst[1] }
 
 // Stats accumulates figures over judged traces. It is not safe for
 // concurrent use: keep one per goroutine and Merge them.
@@ -368,8 +398,8 @@ func (s *Stats) Add(t *Trace, verdicts []Verdict) {
 		s.Incomplete[t.Incomplete]++
 		return
 	}
-	w := t.Weight
-	extrapolated := t.Sampling.Method() == SamplingExtrapolated
+	w, m := t.Weight, t.Sampling.Method()
+	extrapolated := m == SamplingExtrapolated
 	if extrapolated {
 		s.Extrapolated++
 	}
@@ -379,13 +409,13 @@ func (s *Stats) Add(t *Trace, verdicts []Verdict) {
 		req := &t.Spans[r.Span]
 		op := s.operation(OperationKey{req.Service, req.Operation})
 		op.Served++
-		op.Est.Served += w
+		op.Est[m].Served += w
 		if extrapolated {
 			op.Extrapolated++
 		}
 		if r.Retry {
 			op.RetriesReceived++
-			op.Est.RetriesReceived += w
+			op.Est[m].RetriesReceived += w
 		}
 		anyFailed = anyFailed || req.Failed()
 		calls := t.RequestCalls(r)
@@ -394,7 +424,7 @@ func (s *Stats) Add(t *Trace, verdicts []Verdict) {
 			c := &calls[ci]
 			e := s.edge(EdgeKey{req.Service, req.Operation, c.PeerService, c.PeerOperation})
 			addCall(&e.EdgeTraffic, t, c, req.Failed(), failed == 1, 1)
-			addCall(&e.Est, t, c, req.Failed(), failed == 1, w)
+			addCall(&e.Est[m], t, c, req.Failed(), failed == 1, w)
 			if c.PeerAddress != NoSymbol && c.PeerAddress != c.PeerService {
 				s.Addresses[AddressKey{req.Service, c.PeerService, c.PeerAddress}]++
 			}
@@ -414,9 +444,9 @@ func (s *Stats) Add(t *Trace, verdicts []Verdict) {
 				PeerService: c.PeerService, PeerOperation: c.PeerOperation,
 				ClaimSent: v.Sent, ClaimExpected: v.Expected, Weight: w,
 			}
-		}, w)
+		}, w, m)
 	}
-	s.addDepths(t, w, extrapolated)
+	s.addDepths(t, w, m)
 }
 
 // addCall counts logical call c of a request, n for each event: whether
@@ -447,11 +477,12 @@ func addCall[T Figure](e *EdgeTraffic[T], t *Trace, c *Call, reqFailed, alone bo
 }
 
 // addVerdict counts a verdict on a request of operation k, of a trace of
-// adjusted count w, and audits it by entry when it is coincidental.
-func (s *Stats) addVerdict(k OperationKey, v *Verdict, entry func() AuditEntry, w float64) {
+// adjusted count w by method m, and audits it by entry when it is
+// coincidental.
+func (s *Stats) addVerdict(k OperationKey, v *Verdict, entry func() AuditEntry, w float64, m SamplingMethod) {
 	op := s.operation(k)
 	op.count(v.Kind, v.Sent, v.Expected, 1)
-	op.Est.count(v.Kind, v.Sent, v.Expected, w)
+	op.Est[m].count(v.Kind, v.Sent, v.Expected, w)
 	if v.Kind == VerdictCoincidental {
 		s.audit(entry())
 	}
@@ -519,7 +550,7 @@ func (s *Stats) edge(k EdgeKey) *EdgeStats {
 
 // addDepths counts requests by depth under the trace's root request and
 // the root operation's storm radius.
-func (s *Stats) addDepths(t *Trace, w float64, extrapolated bool) {
+func (s *Stats) addDepths(t *Trace, w float64, m SamplingMethod) {
 	root := int32(-1)
 	for ri := range t.Requests {
 		if t.Requests[ri].Depth == 0 {
@@ -540,7 +571,7 @@ func (s *Stats) addDepths(t *Trace, w float64, extrapolated bool) {
 		k := DepthKey{rk.Service, rk.Operation, r.Depth, t.Spans[r.Span].Service}
 		c := s.Depths[k]
 		c.N++
-		c.Est += w
+		c.Est[m] += w
 		s.Depths[k] = c
 	}
 	st, ok := s.Roots[rk]
@@ -549,14 +580,14 @@ func (s *Stats) addDepths(t *Trace, w float64, extrapolated bool) {
 		s.Roots[rk] = st
 	}
 	st.Requests++
-	st.RequestsEst += w
-	if extrapolated {
+	st.RequestsEst[m] += w
+	if m == SamplingExtrapolated {
 		st.Extrapolated++
 	}
 	radius := s.stormRadius(t)
 	st.RadiusMax = max(st.RadiusMax, radius)
 	st.RadiusSum += uint64(radius)
-	st.RadiusSumEst += float64(radius) * w
+	st.RadiusSumEst[m] += float64(radius) * w
 }
 
 // Radius marks for stormRadius.
@@ -615,13 +646,17 @@ func (s *Stats) Merge(o *Stats) {
 	for k, v := range o.Operations {
 		op := s.operation(k)
 		op.OperationCounts.merge(&v.OperationCounts)
-		op.Est.merge(&v.Est)
+		for m := range op.Est {
+			op.Est[m].merge(&v.Est[m])
+		}
 		op.Extrapolated += v.Extrapolated
 	}
 	for k, v := range o.Edges {
 		e := s.edge(k)
 		e.EdgeTraffic.merge(&v.EdgeTraffic)
-		e.Est.merge(&v.Est)
+		for m := range e.Est {
+			e.Est[m].merge(&v.Est[m])
+		}
 	}
 	s.AuditDropped += o.AuditDropped
 	for _, e := range o.Audit {
@@ -636,7 +671,8 @@ func (s *Stats) Merge(o *Stats) {
 	for k, v := range o.Depths {
 		c := s.Depths[k]
 		c.N += v.N
-		c.Est += v.Est
+		c.Est[0] += v.Est[0]
+		c.Est[1] += v.Est[1]
 		s.Depths[k] = c
 	}
 	for k, v := range o.Addresses {
@@ -651,8 +687,10 @@ func (s *Stats) Merge(o *Stats) {
 		st.Requests += v.Requests
 		st.RadiusSum += v.RadiusSum
 		st.RadiusMax = max(st.RadiusMax, v.RadiusMax)
-		st.RequestsEst += v.RequestsEst
-		st.RadiusSumEst += v.RadiusSumEst
+		for m := range st.RequestsEst {
+			st.RequestsEst[m] += v.RequestsEst[m]
+			st.RadiusSumEst[m] += v.RadiusSumEst[m]
+		}
 		st.Extrapolated += v.Extrapolated
 	}
 }
