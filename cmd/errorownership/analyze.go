@@ -376,7 +376,7 @@ func (rep *report) amplification() []amplificationLine {
 		d := int(k.Depth)
 		depth = append(depth, amplificationLine{Kind: "amplification", Scope: "depth",
 			RootService: rep.syms.Name(k.RootService), RootOperation: rep.syms.Name(k.RootOperation),
-			Depth: &d, Service: rep.syms.Name(k.Service), Served: n, PerRoot: round(float64(n) / float64(root.Requests))})
+			Depth: &d, Service: rep.syms.Name(k.Service), Served: n.N, PerRoot: round(float64(n.N) / float64(root.Requests))})
 	}
 	slices.SortFunc(depth, func(a, b amplificationLine) int {
 		return cmp.Or(cmp.Compare(a.RootService, b.RootService), cmp.Compare(a.RootOperation, b.RootOperation),
