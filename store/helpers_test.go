@@ -5,6 +5,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
+	"reflect"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -297,4 +299,30 @@ func wantInt(t testing.TB, s *Store, want int64, what, sql string, args ...any) 
 	if n := queryInt(t, s, sql, args...); n != want {
 		t.Fatalf(what+"; want %d", n, want)
 	}
+}
+
+// counted returns rows as a reader returns counted figures: each Seen
+// figure equal to its estimate, which the test gives.
+func counted[T any](rows ...T) []T {
+	out := make([]T, len(rows))
+	for i := range rows {
+		out[i] = rows[i]
+		v := reflect.ValueOf(&out[i]).Elem()
+		seen := v.FieldByName("Seen")
+		for j := range seen.NumField() {
+			copyFigure(seen.Field(j), v.FieldByName(seen.Type().Field(j).Name))
+		}
+	}
+	return out
+}
+
+// copyFigure sets a count (int64, or an array of them) to an estimate.
+func copyFigure(dst, src reflect.Value) {
+	if dst.Kind() == reflect.Array {
+		for i := range dst.Len() {
+			copyFigure(dst.Index(i), src.Index(i))
+		}
+		return
+	}
+	dst.SetInt(int64(math.Round(src.Float())))
 }

@@ -142,7 +142,8 @@ $$;
 -- edge_model as in version 3, on the estimates: the evidence is weighted
 -- by each request's adjusted count as well as by age, while samples stays
 -- the count seen, which min_samples is compared with (a trace that stands
--- for 100 is still one request of evidence).
+-- for 100 is still one request of evidence). calls and extrapolated, the
+-- counts seen, tell a reader whether the evidence was extrapolated.
 DROP FUNCTION edge_model(timestamptz, interval, text);
 -- +goose StatementBegin
 CREATE FUNCTION edge_model(since timestamptz, half_life interval, caller text DEFAULT NULL)
@@ -156,7 +157,9 @@ RETURNS TABLE (
     samples               bigint,
     ok                    double precision,
     ok_request_failed     double precision,
-    last_seen             timestamptz
+    last_seen             timestamptz,
+    calls                 bigint,
+    extrapolated          bigint
 )
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
@@ -181,7 +184,9 @@ BEGIN
                sum(failed_alone)::bigint,
                sum((coalesce(calls_est, calls) - coalesce(failed_calls_est, failed_calls)) * w),
                sum(coalesce(call_ok_request_failed_est, call_ok_request_failed) * w),
-               max(bucket)
+               max(bucket),
+               sum(calls)::bigint,
+               sum(extrapolated)::bigint
         FROM weighted
         GROUP BY service, operation, peer_service, peer_operation
     $q$, CASE WHEN caller IS NULL THEN '' ELSE 'AND e.service = $3' END)
@@ -189,7 +194,7 @@ BEGIN
 END
 $$;
 -- +goose StatementEnd
-COMMENT ON FUNCTION edge_model(timestamptz, interval, text) IS 'The edge model''s evidence merged across replicas since a time, estimated for all traffic (each request weighing its trace''s adjusted count) and each bucket weighted by 2^(-age/half_life), age measured from the newest bucket but never from later than now(); samples is the count seen, unweighted. caller, if not NULL, restricts it to one calling service. The mode is judged in Go (store.EdgeModel).';
+COMMENT ON FUNCTION edge_model(timestamptz, interval, text) IS 'The edge model''s evidence merged across replicas since a time, estimated for all traffic (each request weighing its trace''s adjusted count) and each bucket weighted by 2^(-age/half_life), age measured from the newest bucket but never from later than now(); samples is the count seen, unweighted; calls and extrapolated, unweighted, say whether the evidence was extrapolated. caller, if not NULL, restricts it to one calling service. The mode is judged in Go (store.EdgeModel).';
 
 -- +goose Down
 
