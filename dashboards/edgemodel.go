@@ -68,7 +68,7 @@ func edgeModel() *dashboard.DashboardBuilder { //nolint:staticcheck // SA1019: t
 			Span(12).Height(9)).
 		WithPanel(table.NewPanelBuilder().
 			Title("Evidence per edge of ${service} in the time range").
-			Description("The edge model's counts over the dashboard's time range, unweighted: calls, failed calls, calls that failed alone (no other call of the request failed) and how many of those requests failed. Their ratio estimates P(request fails | call failed alone): near 1 fail-close, near 0 fail-open.").
+			Description("The edge model's counts over the dashboard's time range, not decayed, estimated for all traffic (each request weighing its trace's adjusted count): calls, failed calls, calls that failed alone (no other call of the request failed) and how many of those requests failed. Their ratio estimates P(request fails | call failed alone): near 1 fail-close, near 0 fail-open.").
 			Datasource(postgres).
 			WithTarget(tableSQL("A", `SELECT operation, peer_service AS "peer service", peer_operation AS "peer operation",
        sum(coalesce(calls_est, calls)) AS calls, sum(coalesce(failed_calls_est, failed_calls)) AS "failed calls",
