@@ -229,9 +229,18 @@ func startSampled(t *testing.T, bin, mode string, percent float64, processors st
 // trace it kept, then stops it, which writes the last bucket.
 func finish(t *testing.T, col *collector) {
 	t.Helper()
+	// A counter has no series until it first counts: none held is 0.
+	metric := func(name string) float64 {
+		v, err := col.Metric(name)
+		if err != nil {
+			return 0
+		}
+		return v
+	}
 	require.Eventually(t, func() bool {
 		traces, err := col.Metric("otelcol_processor_errorownership_buffer_traces")
-		return err == nil && traces == 0 && heldNow(t, col.Process) == 0
+		held := metric("otelcol_processor_errorownership_verdicts_held") - metric("otelcol_processor_errorownership_verdicts_rejudged")
+		return err == nil && traces == 0 && held == 0
 	}, 2*time.Minute, 200*time.Millisecond, "traces still buffered or verdicts held")
 	_, err := col.Terminate(time.Minute)
 	require.NoError(t, err)
@@ -359,12 +368,14 @@ func TestSampledFleet(t *testing.T) {
 		copies  int
 	}{
 		// The copies give the 1 % runs enough kept traces to learn the
-		// tolerated edge: about 3000 × 15 × 1 % = 450 kept, of which
-		// min_samples (20) need recommendations to fail alone.
-		{"proportional", 10, 2},
-		{"equalizing", 10, 2},
-		{"proportional", 1, 15},
-		{"equalizing", 1, 15},
+		// tolerated edge: about 3000 × 20 × 1 % = 600 kept, of which
+		// min_samples (20) need recommendations to fail alone; a fifth
+		// do. At 10 %, 1,500 kept traces put ±5 % of the requests served
+		// per root request at about 4.5 standard errors.
+		{"proportional", 10, 5},
+		{"equalizing", 10, 5},
+		{"proportional", 1, 20},
+		{"equalizing", 1, 20},
 	} {
 		t.Run(fmt.Sprintf("%s %v%%", c.mode, c.percent), func(t *testing.T) {
 			col, dsn, _ := startSampled(t, bin, c.mode, c.percent, "probabilistic_sampler, errorownership")
@@ -425,6 +436,7 @@ func TestSampledFleet(t *testing.T) {
 				if c.percent == 10 {
 					bound = 0.05 * want
 				}
+				bound = max(bound, 1e-9) // frontend serves one a root, exactly
 				t.Logf("%s served per root request: store %.3f, services %.3f (±%.3f)", svc, perRoot[svc], want, bound)
 				assert.InDelta(t, want, perRoot[svc], bound, "%s: requests served per root request", svc)
 			}
@@ -439,6 +451,8 @@ func TestSampledFleet(t *testing.T) {
 			modes := map[string]ownership.Mode{}
 			for _, e := range edges {
 				modes[e.PeerService] = e.Mode
+				t.Logf("checkout > %s: %s from %.0f traces in which the call failed alone (weighing %.0f), p in [%.3f, %.3f]",
+					e.PeerService, e.Mode, e.Counts.Samples, e.Counts.Failed, e.Lower, e.Upper)
 			}
 			assert.Equal(t, ownership.ModeFailOpen, modes["recommendations"], "the tolerated edge, from %d kept traces", len(weights))
 			assert.Equal(t, ownership.ModeFailClose, modes["payments"])
