@@ -37,13 +37,13 @@ func retryAmplification() *dashboard.DashboardBuilder { //nolint:staticcheck // 
 			Description("Requests each service served per second, retries included, beside the root (user-facing) requests that caused them. A service far above the root requests absorbs retries; the depth table says how much per hop.").
 			Datasource(postgres).
 			WithTarget(seriesSQL("A", `SELECT $__timeGroupAlias(bucket, $__interval), service AS metric,
-       `+perSecond("served")+` AS value
+       `+perSecond(est("served"))+` AS value
 FROM operation_stats
 WHERE $__timeFilter(bucket) AND `+in("service", "service")+` AND `+in("operation", "operation")+`
 GROUP BY 1, 2
 ORDER BY 1, 2`)).
 			WithTarget(seriesSQL("B", `SELECT $__timeGroupAlias(bucket, $__interval), 'root requests: ' || root_service || ' ' || root_operation AS metric,
-       `+perSecond("requests")+` AS value
+       `+perSecond(est("requests"))+` AS value
 FROM root_stats
 WHERE $__timeFilter(bucket) AND `+in("root_service", "service")+` AND `+in("root_operation", "operation")+`
 GROUP BY 1, 2
@@ -61,12 +61,12 @@ ORDER BY 1, 2`)).
 			Description("For each root operation: the requests each service at each depth below it served per root request, retries included — Ƞ, 2Ƞ, 4Ƞ, 8Ƞ (docs/design.md §1). 1 means no amplification; under one retry at every hop a failure at depth 3 makes it 1, 2, 4, 8, 8, 8, 8; error ownership keeps every hop above the failure at 1.").
 			Datasource(postgres).
 			WithTarget(tableSQL("A", `WITH r AS (
-    SELECT root_service, root_operation, sum(requests) AS requests
+    SELECT root_service, root_operation, sum(coalesce(requests_est, requests)) AS requests
     FROM root_stats
     WHERE $__timeFilter(bucket) AND `+in("root_service", "service")+` AND `+in("root_operation", "operation")+`
     GROUP BY 1, 2
 ), d AS (
-    SELECT root_service, root_operation, depth, service, sum(served) AS served
+    SELECT root_service, root_operation, depth, service, sum(coalesce(served_est, served)) AS served
     FROM depth_stats
     WHERE $__timeFilter(bucket) AND `+in("root_service", "service")+` AND `+in("root_operation", "operation")+`
     GROUP BY 1, 2, 3, 4
@@ -90,17 +90,17 @@ ORDER BY 1, 2, 3, 4`)).
 			Description("Retries the chosen services sent to their dependencies and received from their callers per second, and the retries their hooks held back: suppressed because the callee unclaimed the error (the storm error ownership prevents) or because the retry budget was spent. Not retried: no retry policy for the call, or attempts or deadline exhausted (error_ownership.retry.decision).").
 			Datasource(postgres).
 			WithTarget(seriesSQL("A", `SELECT $__timeGroupAlias(bucket, $__interval),
-       `+perSecond("retries")+` AS "retries sent",
-       `+perSecond("suppressed_unclaimed")+` AS "suppressed: unclaimed",
-       `+perSecond("suppressed_budget")+` AS "suppressed: budget",
-       `+perSecond("no_policy")+` AS "not retried: no policy",
-       `+perSecond("exhausted")+` AS "not retried: exhausted"
+       `+perSecond(est("retries"))+` AS "retries sent",
+       `+perSecond(est("suppressed_unclaimed"))+` AS "suppressed: unclaimed",
+       `+perSecond(est("suppressed_budget"))+` AS "suppressed: budget",
+       `+perSecond(est("no_policy"))+` AS "not retried: no policy",
+       `+perSecond(est("exhausted"))+` AS "not retried: exhausted"
 FROM edge_stats
 WHERE $__timeFilter(bucket) AND `+in("service", "service")+` AND `+in("operation", "operation")+`
 GROUP BY 1
 ORDER BY 1`)).
 			WithTarget(seriesSQL("B", `SELECT $__timeGroupAlias(bucket, $__interval),
-       `+perSecond("retries_received")+` AS "retries received"
+       `+perSecond(est("retries_received"))+` AS "retries received"
 FROM operation_stats
 WHERE $__timeFilter(bucket) AND `+in("service", "service")+` AND `+in("operation", "operation")+`
 GROUP BY 1
@@ -118,14 +118,14 @@ ORDER BY 1`)).
 			Description("Per service over the time range: requests served and how many were retries, calls made, retries sent, and retries not made. A high share of retries among the requests served is retry traffic absorbed.").
 			Datasource(postgres).
 			WithTarget(tableSQL("A", `WITH o AS (
-    SELECT service, sum(served) AS served, sum(retries_received) AS retries_received
+    SELECT service, sum(coalesce(served_est, served)) AS served, sum(coalesce(retries_received_est, retries_received)) AS retries_received
     FROM operation_stats
     WHERE $__timeFilter(bucket) AND `+in("service", "service")+` AND `+in("operation", "operation")+`
     GROUP BY service
 ), e AS (
-    SELECT service, sum(calls) AS calls, sum(retries) AS retries,
-           sum(suppressed_unclaimed) AS suppressed_unclaimed, sum(suppressed_budget) AS suppressed_budget,
-           sum(no_policy) AS no_policy, sum(exhausted) AS exhausted
+    SELECT service, sum(coalesce(calls_est, calls)) AS calls, sum(coalesce(retries_est, retries)) AS retries,
+           sum(coalesce(suppressed_unclaimed_est, suppressed_unclaimed)) AS suppressed_unclaimed, sum(coalesce(suppressed_budget_est, suppressed_budget)) AS suppressed_budget,
+           sum(coalesce(no_policy_est, no_policy)) AS no_policy, sum(coalesce(exhausted_est, exhausted)) AS exhausted
     FROM edge_stats
     WHERE $__timeFilter(bucket) AND `+in("service", "service")+` AND `+in("operation", "operation")+`
     GROUP BY service
@@ -149,9 +149,9 @@ ORDER BY 3 DESC, 1`)).
 			Description("For each root operation: the root requests, and the retry-storm radius — the longest chain of consecutive hops that retried one failure — at most and on average per root request. Without ownership it is the depth of the failure; with ownership it should be 1.").
 			Datasource(postgres).
 			WithTarget(tableSQL("A", `SELECT root_service AS "root service", root_operation AS "root operation",
-       sum(requests) AS "root requests",
+       sum(coalesce(requests_est, requests)) AS "root requests",
        max(storm_radius_max) AS "radius max",
-       sum(storm_radius_sum)::float8 / nullif(sum(requests), 0) AS "radius mean"
+       sum(coalesce(storm_radius_sum_est, storm_radius_sum))::float8 / nullif(sum(coalesce(requests_est, requests)), 0) AS "radius mean"
 FROM root_stats
 WHERE $__timeFilter(bucket) AND `+in("root_service", "service")+` AND `+in("root_operation", "operation")+`
 GROUP BY 1, 2

@@ -41,10 +41,10 @@ func coincidentalErrors() *dashboard.DashboardBuilder { //nolint:staticcheck // 
 		WithVariable(textbox("trace_url", "Trace URL", "Where a trace ID links to: "+TraceURLPlaceholder+" is replaced by the trace ID. Jaeger: http://jaeger:16686/trace/"+TraceURLPlaceholder+"; Tempo in Grafana's Explore: see the README.", DefaultTraceURL)).
 		WithPanel(table.NewPanelBuilder().
 			Title("Coincidental errors to audit").
-			Description("Newest first, at most 1000: when, which service and operation failed on its own, which tolerated dependency failed in the same request, and the claims. Click a trace ID to open the trace (the Trace URL variable says where).").
+			Description("Newest first, at most 1000: when, which service and operation failed on its own, which tolerated dependency failed in the same request, and the claims. Click a trace ID to open the trace (the Trace URL variable says where). weight is the adjusted count of the entry's trace: how many such errors of all traffic it stands for (1: counted; docs/design.md §8.1).").
 			Datasource(postgres).
 			WithTarget(tableSQL("A", `SELECT time, service, operation, peer_service AS dependency, peer_operation AS "dependency operation",
-       claim_sent AS "claim sent", claim_expected AS "claim expected", trace_id, span_id,
+       claim_sent AS "claim sent", claim_expected AS "claim expected", weight, trace_id, span_id,
        replace('${trace_url}', '`+TraceURLPlaceholder+`', trace_id) AS trace_link
 FROM coincidental_audit
 WHERE `+filters+`
@@ -65,10 +65,10 @@ LIMIT 1000`)).
 			Legend(legend()).
 			Tooltip(tooltip()).
 			Title("Coincidental errors over time, by failed dependency").
-			Description("Coincidental errors per second by the tolerated dependency that failed with them. A dependency that shows up here often fails a lot while its callers carry on: worth fixing, but not worth retrying for.").
+			Description("Coincidental errors per second by the tolerated dependency that failed with them, each audit entry weighing its trace's adjusted count. A dependency that shows up here often fails a lot while its callers carry on: worth fixing, but not worth retrying for.").
 			Datasource(postgres).
 			WithTarget(seriesSQL("A", `SELECT $__timeGroupAlias(time, $__interval), peer_service AS metric,
-       count(*) * 1000.0 / $__interval_ms AS value
+       `+perSecond("weight")+` AS value
 FROM coincidental_audit
 WHERE `+filters+`
 GROUP BY 1, 2
@@ -79,9 +79,10 @@ ORDER BY 1, 2`)).
 			Span(12).Height(9)).
 		WithPanel(table.NewPanelBuilder().
 			Title("Coincidental errors by service and dependency").
-			Description("How many coincidental errors each service had with each tolerated dependency in the time range, and the latest. The audit keeps at most store.audit_per_service_per_minute entries per service and minute.").
+			Description("How many coincidental errors each service had with each tolerated dependency in the time range (estimated for all traffic: the audit entries' weights summed; the entries themselves beside it), and the latest. The audit keeps at most store.audit_per_service_per_minute entries per service and minute.").
 			Datasource(postgres).
-			WithTarget(tableSQL("A", `SELECT service, peer_service AS dependency, count(*) AS "coincidental errors", max(time) AS latest
+			WithTarget(tableSQL("A", `SELECT service, peer_service AS dependency, sum(weight) AS "coincidental errors", max(time) AS latest,
+       count(*) AS "audit entries"
 FROM coincidental_audit
 WHERE `+filters+`
 GROUP BY 1, 2

@@ -209,6 +209,18 @@ func in(column, variable string) string {
 	return fmt.Sprintf("(%s IN ($%s) OR %s IN ($%s))", AllValue, variable, column, variable)
 }
 
+// est is a counter's estimate of all traffic: <col>_est, or, in a row
+// written before schema version 4, the count itself (which counted every
+// trace once). Rates and ratios are of estimates.
+func est(col string) string { return fmt.Sprintf("coalesce(%[1]s_est, %[1]s)", col) }
+
+// samplingLabel says how a group's figures were counted, from its rows'
+// extrapolated counts of the count column seen: counted (none
+// extrapolated), extrapolated (all) or mixed, as the store's readers say.
+func samplingLabel(seen string) string {
+	return fmt.Sprintf("CASE WHEN coalesce(sum(extrapolated), 0) = 0 THEN 'counted' WHEN sum(extrapolated) >= sum(%s) THEN 'extrapolated' ELSE 'mixed' END", seen)
+}
+
 // perSecond sums expr over a $__interval group, as a rate per second.
 func perSecond(expr string) string {
 	return fmt.Sprintf("sum(%s) * 1000.0 / $__interval_ms", expr)

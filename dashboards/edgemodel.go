@@ -68,13 +68,13 @@ func edgeModel() *dashboard.DashboardBuilder { //nolint:staticcheck // SA1019: t
 			Span(12).Height(9)).
 		WithPanel(table.NewPanelBuilder().
 			Title("Evidence per edge of ${service} in the time range").
-			Description("The edge model's counts over the dashboard's time range, unweighted: calls, failed calls, calls that failed alone (no other call of the request failed) and how many of those requests failed. Their ratio estimates P(request fails | call failed alone): near 1 fail-close, near 0 fail-open.").
+			Description("The edge model's counts over the dashboard's time range, not decayed, estimated for all traffic (each request weighing its trace's adjusted count): calls, failed calls, calls that failed alone (no other call of the request failed) and how many of those requests failed. Their ratio estimates P(request fails | call failed alone): near 1 fail-close, near 0 fail-open.").
 			Datasource(postgres).
 			WithTarget(tableSQL("A", `SELECT operation, peer_service AS "peer service", peer_operation AS "peer operation",
-       sum(calls) AS calls, sum(failed_calls) AS "failed calls",
-       sum(failed_alone) AS "failed alone", sum(failed_alone_request_failed) AS "failed alone, request failed",
-       sum(failed_alone_request_failed)::float8 / nullif(sum(failed_alone), 0) AS "request fails when the call fails alone",
-       sum(call_ok_request_failed) AS "call succeeded, request failed"
+       sum(coalesce(calls_est, calls)) AS calls, sum(coalesce(failed_calls_est, failed_calls)) AS "failed calls",
+       sum(coalesce(failed_alone_est, failed_alone)) AS "failed alone", sum(coalesce(failed_alone_request_failed_est, failed_alone_request_failed)) AS "failed alone, request failed",
+       sum(coalesce(failed_alone_request_failed_est, failed_alone_request_failed))::float8 / nullif(sum(coalesce(failed_alone_est, failed_alone)), 0) AS "request fails when the call fails alone",
+       sum(coalesce(call_ok_request_failed_est, call_ok_request_failed)) AS "call succeeded, request failed"
 FROM edge_stats
 WHERE $__timeFilter(bucket) AND service = '${service}'
 GROUP BY 1, 2, 3
@@ -94,14 +94,14 @@ ORDER BY 1, 2, 3`)).
 			Datasource(postgres).
 			WithTarget(seriesSQL("A", `SELECT $__timeGroupAlias(bucket, $__interval),
        operation || ' → ' || peer_service || ' ' || peer_operation AS metric,
-       `+perSecond("calls")+` AS value
+       `+perSecond(est("calls"))+` AS value
 FROM edge_stats
 WHERE $__timeFilter(bucket) AND service = '${service}'
 GROUP BY 1, 2
 ORDER BY 1, 2`)).
 			WithTarget(seriesSQL("B", `SELECT $__timeGroupAlias(bucket, $__interval),
        'failed: ' || operation || ' → ' || peer_service || ' ' || peer_operation AS metric,
-       `+perSecond("failed_calls")+` AS value
+       `+perSecond(est("failed_calls"))+` AS value
 FROM edge_stats
 WHERE $__timeFilter(bucket) AND service = '${service}'
 GROUP BY 1, 2

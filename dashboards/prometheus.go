@@ -22,6 +22,13 @@ import (
 // the audit log — has no PromQL form; the propagated and coincidental
 // counts carry exemplars instead, which link to their traces through the
 // Prometheus data source's exemplar link (provisioning/datasources).
+//
+// Every counter has a series per sampling_method (the connector's
+// sampling.method): counted, traces without sampling information, and
+// extrapolated, sampled traces by their adjusted count. Every query sums
+// them — its sum by () leaves the label out — so that a panel shows the
+// estimate of all traffic and a ratio is one of estimates (docs/design.md
+// §8.1); only the panel of their shares keeps them apart.
 
 // PrometheusType is the plugin ID of Grafana's core Prometheus data source.
 const PrometheusType = "prometheus"
@@ -49,6 +56,9 @@ const (
 	promRootServed       = "errorownership_root_served_total"
 	promStormHops        = "errorownership_root_storm_hops_total"
 	promStormRadius      = "errorownership_root_storm_radius"
+
+	// promSamplingMethod is the label of the connector's sampling.method.
+	promSamplingMethod = "sampling_method"
 )
 
 var promSource = common.DataSourceRef{Type: ptr(PrometheusType), Uid: ptr("${datasource}")}
@@ -237,7 +247,31 @@ func promRetryAmplification() *dashboard.DashboardBuilder { //nolint:staticcheck
 				unit("suffix: hops"), cell("color-background"), {Id: "decimals", Value: 2},
 				overrideThresholds("green", 1.5, "orange", 2.5, "red"),
 			}).
-			Span(24).Height(8))
+			Span(12).Height(8)).
+		WithPanel(promSamplingShare())
+}
+
+// promSamplingShare is the share of the requests served each
+// sampling_method stands for: how much of what the other panels show is
+// extrapolated from sampled traces, and how much counted.
+func promSamplingShare() *timeseries.PanelBuilder {
+	served := sel(promServed, opMatch)
+	return timeseries.NewPanelBuilder().
+		Legend(legend()).
+		Tooltip(tooltip()).
+		Title("Requests served: extrapolated and counted").
+		Description("The share of the chosen services' requests served that each sampling method stands for. Extrapolated: sampled traces (tracestate ot=th, or a sample-rate attribute), each weighed by its adjusted count, such as 10 for 10 % sampling. Counted: traces without sampling information, one each. Every other panel sums both, an estimate of all traffic; behind a sampler that does not say it sampled, the counted share undercounts and its ratios lean towards what the sampler keeps (docs/design.md §8.1).").
+		Datasource(promSource).
+		WithTarget(promRange("A", rate(promSamplingMethod, served)+"\n/ ignoring ("+promSamplingMethod+") group_left\n"+rate("", served), "{{"+promSamplingMethod+"}}")).
+		Unit("percentunit").
+		Min(0).
+		Max(1).
+		Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal)).
+		FillOpacity(40).
+		Thresholds(thresholds("green")).
+		OverrideByName("extrapolated", []dashboard.DynamicConfigValue{colorFixed("blue")}).
+		OverrideByName("counted", []dashboard.DynamicConfigValue{colorFixed("orange")}).
+		Span(12).Height(8)
 }
 
 // promErrorOwnership is Error ownership in PromQL, without the service

@@ -147,7 +147,7 @@ func total(m map[string]float64) float64 {
 // `make run` use are accepted by the built collector.
 func TestShippedConfigsValidate(t *testing.T) {
 	bin := buildCollector(t)
-	for _, name := range []string{"otelcol-config.yaml", "otelcol-config-store.yaml", "otelcol-config-prometheus.yaml", "otelcol-kafka-front.yaml", "otelcol-kafka-analysis.yaml"} {
+	for _, name := range []string{"otelcol-config.yaml", "otelcol-config-store.yaml", "otelcol-config-prometheus.yaml", "otelcol-config-sampled.yaml", "otelcol-kafka-front.yaml", "otelcol-kafka-analysis.yaml"} {
 		t.Run(name, func(t *testing.T) {
 			out, err := exec.Command(bin, "validate", "--config", filepath.Join(repoRoot, "testdata", name)).CombinedOutput() //nolint:gosec // G204: the collector the test built, on the repository's configs
 			assert.NoError(t, err, "%s", out)

@@ -22,32 +22,39 @@ type AuditFilter struct {
 	Limit int
 }
 
-// AuditGroup counts the coincidental errors of one service whose failed
-// fail-open dependency was one peer service.
-type AuditGroup struct {
-	Service, PeerService string
+// AuditFigures count the coincidental errors of one service with one
+// failed dependency, and the service's failed requests.
+type AuditFigures[T Figure] struct {
 	// Audited counts the audit entries: one per coincidental error, up to
-	// the store's audit_per_service_per_minute.
-	Audited int64
-	// First and Last are the times of the first and last entry.
-	First, Last time.Time
+	// the store's audit_per_service_per_minute; estimated, each entry
+	// weighs its trace's adjusted count.
+	Audited T
 	// Failed counts the service's failed requests, and Coincidental those
 	// judged coincidental whatever the dependency, from operation_stats
 	// over the buckets that start in the window, of the operation filtered
 	// for, if any. Coincidental is exact where Audited is rate-limited: an
 	// Audited sum below it means entries were left out of the log.
-	Failed, Coincidental int64
+	Failed, Coincidental T
 }
 
-// Share returns Audited / Failed: the share of the service's failed
-// requests that were coincidental with a failure of this dependency. It is
-// 0 without failed requests.
-func (g *AuditGroup) Share() float64 {
-	if g.Failed == 0 {
-		return 0
-	}
-	return float64(g.Audited) / float64(g.Failed)
+// AuditGroup counts the coincidental errors of one service whose failed
+// fail-open dependency was one peer service.
+type AuditGroup struct {
+	Service, PeerService string
+	// AuditFigures are estimates of all traffic; Seen the counts seen.
+	AuditFigures[float64]
+	Seen AuditFigures[int64]
+	// First and Last are the times of the first and last entry.
+	First, Last time.Time
+	// Sampling labels the audit entries: extrapolated ones weigh other
+	// than 1.
+	Sampling Sampling
 }
+
+// Share returns Audited / Failed, estimates: the share of the service's
+// failed requests that were coincidental with a failure of this
+// dependency. It is 0 without failed requests.
+func (g *AuditGroup) Share() float64 { return ratio(g.Audited, g.Failed) }
 
 // AuditGroups counts the coincidental errors that f selects per service and
 // failed dependency, with the service's failed requests beside them,
@@ -59,18 +66,21 @@ func (s *Store) AuditGroups(ctx context.Context, f AuditFilter) ([]AuditGroup, e
 		// request's statistics it does not.
 		rows, err := tx.Query(ctx, `
 WITH a AS (
-    SELECT service, peer_service, count(*) AS audited, min(time) AS first, max(time) AS last
+    SELECT service, peer_service, sum(weight)::double precision AS audited_est, count(*) AS audited,
+           count(*) FILTER (WHERE weight <> 1) AS extrapolated, min(time) AS first, max(time) AS last
     FROM coincidental_audit
     WHERE time >= $1 AND time < $2 AND ($3 = '' OR service = $3) AND ($4 = '' OR operation = $4)
       AND ($5 = '' OR peer_service = $5)
     GROUP BY service, peer_service
 ), o AS (
-    SELECT service, sum(failed)::bigint AS failed, sum(verdict_coincidental)::bigint AS coincidental
+    SELECT service, `+est("failed")+` AS failed_est, `+est("verdict_coincidental")+` AS coincidental_est,
+           sum(failed)::bigint AS failed, sum(verdict_coincidental)::bigint AS coincidental
     FROM operation_stats
     WHERE bucket >= $1 AND bucket < $2 AND ($3 = '' OR service = $3) AND ($4 = '' OR operation = $4)
     GROUP BY service
 )
-SELECT a.service, a.peer_service, a.audited, a.first, a.last, coalesce(o.failed, 0), coalesce(o.coincidental, 0)
+SELECT a.service, a.peer_service, a.audited_est, coalesce(o.failed_est, 0), coalesce(o.coincidental_est, 0),
+       a.audited, coalesce(o.failed, 0), coalesce(o.coincidental, 0), a.extrapolated, a.first, a.last
 FROM a LEFT JOIN o USING (service)
 ORDER BY a.service, a.peer_service`, f.From, f.To, f.Service, f.Operation, f.PeerService)
 		if err != nil {
@@ -78,7 +88,10 @@ ORDER BY a.service, a.peer_service`, f.From, f.To, f.Service, f.Operation, f.Pee
 		}
 		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditGroup, error) {
 			var g AuditGroup
-			err := r.Scan(&g.Service, &g.PeerService, &g.Audited, &g.First, &g.Last, &g.Failed, &g.Coincidental)
+			var extrapolated int64
+			err := r.Scan(&g.Service, &g.PeerService, &g.Audited, &g.Failed, &g.Coincidental,
+				&g.Seen.Audited, &g.Seen.Failed, &g.Seen.Coincidental, &extrapolated, &g.First, &g.Last)
+			g.Sampling = samplingOf(g.Seen.Audited, extrapolated)
 			g.First, g.Last = g.First.UTC(), g.Last.UTC()
 			return g, err
 		})
@@ -98,7 +111,7 @@ func (s *Store) AuditEntries(ctx context.Context, f AuditFilter) ([]AuditRecord,
 		limit = &f.Limit
 	}
 	rows, err := s.pool.Query(ctx, `
-SELECT time, trace_id, span_id, service, operation, peer_service, peer_operation, claim_sent, claim_expected, reason
+SELECT time, trace_id, span_id, service, operation, peer_service, peer_operation, claim_sent, claim_expected, reason, weight
 FROM coincidental_audit
 WHERE time >= $1 AND time < $2 AND ($3 = '' OR service = $3) AND ($4 = '' OR operation = $4)
   AND ($5 = '' OR peer_service = $5)

@@ -32,19 +32,30 @@ func TestCorrection(t *testing.T) {
 		provisional, final verdict
 		firstLost          bool // the corrected flush never reached the store
 		written, dropped   uint64
+		// weight is the held request's trace's adjusted count: 1 for a
+		// counted trace, else extrapolated from its sampling.
+		weight float64
 	}{
-		{"the final verdict counts the same: nothing more written", propagated, propagated, false, 1, 0},
-		{"coincidental after all", propagated, coincidental, false, 2, 0},
-		{"another claim expected", propagated, verdict{dependencyanalysis.VerdictPropagated, ownership.ClaimClaimed}, false, 2, 0},
-		{"a coincidental provisional verdict taken back: its audit entry deleted", coincidental, propagated, false, 2, 0},
-		{"the corrected flush was lost: so is its correction", propagated, coincidental, true, 0, 1},
+		{"the final verdict counts the same: nothing more written", propagated, propagated, false, 1, 0, 1},
+		{"coincidental after all", propagated, coincidental, false, 2, 0, 1},
+		{"another claim expected", propagated, verdict{dependencyanalysis.VerdictPropagated, ownership.ClaimClaimed}, false, 2, 0, 1},
+		{"a coincidental provisional verdict taken back: its audit entry deleted", coincidental, propagated, false, 2, 0, 1},
+		{"the corrected flush was lost: so is its correction", propagated, coincidental, true, 0, 1, 1},
+		{"weighted: the same verdict, nothing more written", propagated, propagated, false, 1, 0, 16},
+		{"weighted: coincidental after all, estimates moved by the weight", propagated, coincidental, false, 2, 0, 16},
+		{"weighted: a coincidental verdict taken back", coincidental, propagated, false, 2, 0, 4},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testContext(t)
 			names := dependencyanalysis.NewSymbols(0)
 			at := pcommon.NewTimestampFromTime(t0.Add(5 * time.Second))
+			method := dependencyanalysis.SamplingCounted
+			if tc.weight != 1 {
+				method = dependencyanalysis.SamplingExtrapolated
+			}
 			h := dependencyanalysis.Held{
+				Weight: tc.weight, Method: method,
 				Time: at, TraceID: pcommon.TraceID{1, 2, 3}, SpanID: pcommon.SpanID{4, 5, 6},
 				Service: names.Intern("checkout"), Operation: names.Intern("POST /checkout"), Sent: ownership.ClaimUnclaimed,
 				Provisional: tc.provisional.kind, ProvisionalExpected: tc.provisional.expected,
@@ -86,21 +97,31 @@ func TestCorrection(t *testing.T) {
 			if !tc.firstLost {
 				ref := newBuilder(names)
 				op := ref.op("checkout", "POST /checkout")
-				op.Served, op.Failed = 2, 2
+				op.Served, op.Failed = 2, 1
 				op.Verdicts[dependencyanalysis.VerdictOwn] = 1
 				op.Claims[ownership.ClaimClaimed][dependencyanalysis.VerdictOwn] = 1
 				op.ExpectedClaims[ownership.ClaimClaimed], op.ClaimsCorrect = 1, 1
+				// The settled request counted; the held one counts its
+				// final verdict at its trace's weight.
+				countedEstimates(ref.s)
+				est := &op.Est[method]
+				op.Failed++
+				est.Failed += tc.weight
 				op.Verdicts[tc.final.kind]++
+				est.Verdicts[tc.final.kind] += tc.weight
 				op.Claims[ownership.ClaimUnclaimed][tc.final.kind]++
+				est.Claims[ownership.ClaimUnclaimed][tc.final.kind] += tc.weight
 				op.ExpectedClaims[tc.final.expected]++
+				est.ExpectedClaims[tc.final.expected] += tc.weight
 				if tc.final.expected == ownership.ClaimUnclaimed {
 					op.ClaimsCorrect++
+					est.ClaimsCorrect += tc.weight
 				}
 				if tc.final.kind == dependencyanalysis.VerdictCoincidental {
 					ref.s.Audit = append(ref.s.Audit, dependencyanalysis.AuditEntry{
 						Time: at, TraceID: h.TraceID, SpanID: h.SpanID, Service: h.Service, Operation: h.Operation,
 						PeerService: h.Calls[0].PeerService, PeerOperation: h.Calls[0].PeerOperation,
-						ClaimSent: ownership.ClaimUnclaimed, ClaimExpected: tc.final.expected,
+						ClaimSent: ownership.ClaimUnclaimed, ClaimExpected: tc.final.expected, Weight: tc.weight,
 					})
 				}
 				if _, err := want.Write(ctx, ref.flush("ref", 1, t0)); err != nil {

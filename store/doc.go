@@ -30,9 +30,44 @@
 //	depth_stats      (bucket, root_service, root_operation, depth, service): served
 //	root_stats       (bucket, root_service, root_operation): requests,
 //	                 storm_radius_max, storm_radius_sum
+//	trace_stats      (bucket): traces, extrapolated, counted_failed,
+//	                 incomplete_missing_parent, incomplete_missing_callee,
+//	                 incomplete_inconsistent_sampling
 //
-// coincidental_audit holds one row per coincidental error, and flushes one
-// row per flush written. Besides its key, each statistics table is indexed
+// coincidental_audit holds one row per coincidental error, with its trace's
+// weight, and flushes one row per flush written.
+//
+// # Estimates beside the counts
+//
+// Each trace stands for its adjusted count of all traffic (docs/design.md
+// §8.1): 2^56/(2^56-T) for OpenTelemetry probability sampling (tracestate
+// ot=th:T), N for a "1 in N" sample-rate attribute, 1 without either
+// (counted). Since schema version 4 every count above but storm_radius_max
+// and address_stats.calls has beside it <count>_est, double precision: the
+// sum of the adjusted counts of the requests (or calls) it counts
+// (dependencyanalysis's Estimate()). Every table but address_stats and
+// trace_stats has extrapolated: of its requests or calls, those seen whose
+// weight came from their trace's sampling. coincidental_audit.weight is the
+// entry's trace's adjusted count. trace_stats counts the traces analysed,
+// the incomplete ones, which no other table counts, by reason.
+//
+// Rows written before version 4 have NULL estimates, extrapolated 0 and
+// weight 1: they counted every trace once, so readers read
+// COALESCE(x_est, x), and a flush merged into such a row adds with
+// COALESCE(t.x_est, t.x) + excluded.x_est. No row is rewritten.
+//
+// Every reader reports estimates of all traffic, float64, in the fields
+// its result types have always had, and beside them, in a field named
+// Seen of the same figures type with int64 counts, the requests or calls
+// the traces seen hold (e.g. OperationTraffic.Served and .Seen.Served).
+// Ratios — claim accuracy, requests per root request, mean storm radius,
+// an audit group's share — are ratios of estimates. Each result row has a
+// Sampling label: "counted" when no extrapolated request contributed,
+// "extrapolated" when all did, "mixed" otherwise (an audit group: by its
+// entries' weights). The edge model weighs its evidence by the estimates
+// while its Samples, which min_samples is compared with, stays the count
+// of failed-alone calls seen: a trace that stands for 100 requests is one
+// request of evidence. TraceStats reads trace_stats. Besides its key, each statistics table is indexed
 // by the name its readers of some services filter on, then the bucket
 // (operation_stats, claim_accuracy, edge_stats and address_stats by
 // service, depth_stats and root_stats by root_service), and the audit log

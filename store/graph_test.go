@@ -26,17 +26,18 @@ func TestServiceEdges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []ServiceEdge{
-		{Service: "backend", PeerService: "unknown", Calls: 30, Attempts: 30},
-		{Service: "frontend", PeerService: "backend", Calls: 3000, FailedCalls: 600, Attempts: 3900, Retries: 900,
-			Retried: 750, SuppressedUnclaimed: 90, SuppressedBudget: 60, NoPolicy: 21, Exhausted: 27},
-		{Service: "frontend", PeerService: "cache", Calls: 3000, FailedCalls: 900, Attempts: 3000},
-	}
+	type f = ServiceEdgeFigures[float64]
+	want := counted(
+		ServiceEdge{Service: "backend", PeerService: "unknown", ServiceEdgeFigures: f{Calls: 30, Attempts: 30}},
+		ServiceEdge{Service: "frontend", PeerService: "backend", ServiceEdgeFigures: f{Calls: 3000, FailedCalls: 600, Attempts: 3900, Retries: 900,
+			Retried: 750, SuppressedUnclaimed: 90, SuppressedBudget: 60, NoPolicy: 21, Exhausted: 27}},
+		ServiceEdge{Service: "frontend", PeerService: "cache", ServiceEdgeFigures: f{Calls: 3000, FailedCalls: 900, Attempts: 3000}},
+	)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
 	}
 	if n := got[1].Suppressed(); n != 150 {
-		t.Fatalf("Suppressed() = %d, want 150", n)
+		t.Fatalf("Suppressed() = %v, want 150", n)
 	}
 	// The window is half-open over bucket starts.
 	if got, err := s.ServiceEdges(ctx, t0.Add(time.Minute), t0.Add(time.Hour)); err != nil || len(got) != 3 || got[1].Calls != 1000 {

@@ -5,7 +5,9 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -85,7 +87,10 @@ func (b *builder) edge(svc, op, peer, peerOp string) *dependencyanalysis.EdgeSta
 }
 
 func (b *builder) depth(rootSvc, rootOp string, depth int16, svc string, served uint64) {
-	b.s.Depths[dependencyanalysis.DepthKey{RootService: b.sym(rootSvc), RootOperation: b.sym(rootOp), Depth: depth, Service: b.sym(svc)}] += served
+	k := dependencyanalysis.DepthKey{RootService: b.sym(rootSvc), RootOperation: b.sym(rootOp), Depth: depth, Service: b.sym(svc)}
+	c := b.s.Depths[k]
+	c.N += served
+	b.s.Depths[k] = c
 }
 
 func (b *builder) root(svc, op string) *dependencyanalysis.RootStats {
@@ -113,7 +118,66 @@ func (b *builder) audit(at time.Time, trace byte, svc, op, peer, peerOp string) 
 }
 
 func (b *builder) flush(instance string, seq uint64, bucket time.Time) Flush {
+	countedEstimates(b.s)
 	return Flush{Instance: instance, Seq: seq, Bucket: bucket, Stats: b.s, Names: b.names}
+}
+
+// countedEstimates gives the figures set by hand the estimates the engine
+// gives counted traces (weight 1): the counts themselves. Where the tests
+// mean to weigh traces, they take them from the engine (sampling_test.go).
+func countedEstimates(s *dependencyanalysis.Stats) {
+	const counted = dependencyanalysis.SamplingCounted
+	f := func(n uint64) float64 { return float64(n) }
+	opCounts := func(c *dependencyanalysis.OperationCounts[float64], failed, correct int64, verdicts [4]int64, claims [3][4]int64, expected [3]int64) {
+		c.Failed, c.ClaimsCorrect = float64(failed), float64(correct)
+		for i := range verdicts {
+			c.Verdicts[i] = float64(verdicts[i])
+		}
+		for i := range claims {
+			for j := range claims[i] {
+				c.Claims[i][j] = float64(claims[i][j])
+			}
+		}
+		for i := range expected {
+			c.ExpectedClaims[i] = float64(expected[i])
+		}
+	}
+	for _, op := range s.Operations {
+		if op.Est != ([2]dependencyanalysis.OperationCounts[float64]{}) {
+			continue
+		}
+		v := op.VerdictCounts()
+		opCounts(&op.Est[counted], v.Failed, v.ClaimsCorrect, v.Verdicts, v.Claims, v.ExpectedClaims)
+		op.Est[counted].Served, op.Est[counted].RetriesReceived = f(op.Served), f(op.RetriesReceived)
+	}
+	for _, p := range s.Provisional {
+		if p.Est == ([2]dependencyanalysis.OperationCounts[float64]{}) {
+			opCounts(&p.Est[counted], p.Failed, p.ClaimsCorrect, p.Verdicts, p.Claims, p.ExpectedClaims)
+		}
+	}
+	for _, e := range s.Edges {
+		if e.Est != ([2]dependencyanalysis.EdgeTraffic[float64]{}) {
+			continue
+		}
+		t := &e.Est[counted]
+		t.Calls, t.FailedCalls, t.Attempts, t.Retries = f(e.Calls), f(e.FailedCalls), f(e.Attempts), f(e.Retries)
+		t.CallFailedRequestFailed, t.CallOKRequestFailed = f(e.CallFailedRequestFailed), f(e.CallOKRequestFailed)
+		t.FailedAlone, t.FailedAloneRequestFailed = f(e.FailedAlone), f(e.FailedAloneRequestFailed)
+		for i, n := range e.Decisions {
+			t.Decisions[i] = f(n)
+		}
+	}
+	for k, d := range s.Depths {
+		if d.Est == [2]float64{} {
+			d.Est[counted] = f(d.N)
+			s.Depths[k] = d
+		}
+	}
+	for _, r := range s.Roots {
+		if r.RequestsEst == [2]float64{} && r.RadiusSumEst == [2]float64{} {
+			r.RequestsEst[counted], r.RadiusSumEst[counted] = f(r.Requests), f(r.RadiusSum)
+		}
+	}
 }
 
 // randomStats fills b with figures drawn from seed over a small universe of
@@ -235,4 +299,30 @@ func wantInt(t testing.TB, s *Store, want int64, what, sql string, args ...any) 
 	if n := queryInt(t, s, sql, args...); n != want {
 		t.Fatalf(what+"; want %d", n, want)
 	}
+}
+
+// counted returns rows as a reader returns counted figures: each Seen
+// figure equal to its estimate, which the test gives.
+func counted[T any](rows ...T) []T {
+	out := make([]T, len(rows))
+	for i := range rows {
+		out[i] = rows[i]
+		v := reflect.ValueOf(&out[i]).Elem()
+		seen := v.FieldByName("Seen")
+		for j := range seen.NumField() {
+			copyFigure(seen.Field(j), v.FieldByName(seen.Type().Field(j).Name))
+		}
+	}
+	return out
+}
+
+// copyFigure sets a count (int64, or an array of them) to an estimate.
+func copyFigure(dst, src reflect.Value) {
+	if dst.Kind() == reflect.Array {
+		for i := range dst.Len() {
+			copyFigure(dst.Index(i), src.Index(i))
+		}
+		return
+	}
+	dst.SetInt(int64(math.Round(src.Float())))
 }

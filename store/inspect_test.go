@@ -68,14 +68,17 @@ func TestTraffic(t *testing.T) {
 	cfg := dependencyanalysis.DefaultConfig().EdgeModel
 	traffic, err := s.Traffic(ctx, t0, t0.Add(2*time.Hour), cfg)
 	require.NoError(t, err)
-	assert.Equal(t, []OperationTraffic{
-		{Service: "backend", Operation: "/api", Served: 2600},
-		{Service: "frontend", Operation: "GET /", Served: 2000, Failed: 200, Own: 80, Propagated: 100, Coincidental: 20},
-	}, traffic.Operations)
+	assert.Equal(t, counted(
+		OperationTraffic{Service: "backend", Operation: "/api", OperationFigures: OperationFigures[float64]{Served: 2600}},
+		OperationTraffic{Service: "frontend", Operation: "GET /", OperationFigures: OperationFigures[float64]{
+			Served: 2000, Failed: 200, Own: 80, Propagated: 100, Coincidental: 20}},
+	), traffic.Operations)
 	require.Len(t, traffic.Edges, 3)
 	api := traffic.Edges[1]
 	assert.Equal(t, "frontend GET / backend /api", api.Service+" "+api.Operation+" "+api.PeerService+" "+api.PeerOperation)
-	assert.Equal(t, [4]int64{2000, 400, 2600, 600}, [4]int64{api.Calls, api.FailedCalls, api.Attempts, api.Retries})
+	assert.Equal(t, CallFigures[float64]{2000, 400, 2600, 600}, api.CallFigures)
+	assert.Equal(t, CallFigures[int64]{2000, 400, 2600, 600}, api.Seen)
+	assert.Equal(t, SamplingCounted, api.Sampling)
 	assert.Equal(t, ownership.ModeFailClose, api.Mode, "298 of 300 failed alone failed the request")
 	assert.Equal(t, cfg.Judge(dependencyanalysis.EdgeCounts{Failed: 300, FailedRequestFailed: 298, Samples: 300, OK: 1600, OKRequestFailed: 2}), api.Estimate)
 	cache := traffic.Edges[2]

@@ -5,6 +5,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,13 +16,20 @@ import (
 
 // The read queries. Windows are half-open, [from, to), over bucket start
 // times (audit entries: over their own time). Every figure is the sum over
-// collector replicas: the rows are merged as they are written.
+// collector replicas: the rows are merged as they are written. Every
+// figure is an estimate of all traffic, with the count seen beside it in
+// the row's Seen, and ratios are ratios of estimates (see doc.go).
 
 // EdgeEstimate is one edge of the learned edge model, merged across
 // collectors, with the mode the engine's rule gives its counts.
 type EdgeEstimate struct {
 	Service, Operation, PeerService, PeerOperation string
+	// Estimate's counts are estimates of all traffic, decayed by age; its
+	// Counts.Samples is the count seen of failed-alone calls, which
+	// min_samples is compared with.
 	dependencyanalysis.Estimate
+	// Sampling labels the calls the evidence comes from.
+	Sampling Sampling
 	// PeerAddresses are the addresses (server.address:port) the service used
 	// to reach the peer in the window, sorted, when the peer is named
 	// otherwise (address_stats).
@@ -69,7 +77,7 @@ func (s *Store) edgeModel(ctx context.Context, caller *string, since time.Time, 
 		err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
 			rows, err := tx.Query(ctx, `
 SELECT service, operation, peer_service, peer_operation,
-       failed, failed_request_failed, samples, ok, ok_request_failed, last_seen
+       failed, failed_request_failed, samples, ok, ok_request_failed, last_seen, calls, extrapolated
 FROM edge_model($1, $2::double precision * interval '1 second', $3)
 ORDER BY service, operation, peer_service, peer_operation`, since, halfLife.Seconds(), caller)
 			if err != nil {
@@ -78,10 +86,11 @@ ORDER BY service, operation, peer_service, peer_operation`, since, halfLife.Seco
 			out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (EdgeEstimate, error) {
 				var e EdgeEstimate
 				var c dependencyanalysis.EdgeCounts
-				var samples int64
+				var samples, calls, extrapolated int64
 				err := r.Scan(&e.Service, &e.Operation, &e.PeerService, &e.PeerOperation,
-					&c.Failed, &c.FailedRequestFailed, &samples, &c.OK, &c.OKRequestFailed, &e.LastSeen)
+					&c.Failed, &c.FailedRequestFailed, &samples, &c.OK, &c.OKRequestFailed, &e.LastSeen, &calls, &extrapolated)
 				c.Samples = float64(samples)
+				e.Sampling = samplingOf(calls, extrapolated)
 				e.Estimate = cfg.Judge(c)
 				e.LastSeen = e.LastSeen.UTC()
 				return e, err
@@ -146,18 +155,29 @@ GROUP BY service, peer_service, address
 ORDER BY service, peer_service, address`
 )
 
+// DepthFigures are the requests a service served at one depth below a root
+// operation, and the root operation's requests.
+type DepthFigures[T Figure] struct {
+	// Served counts the requests the service served at that depth.
+	Served T
+	// RootRequests counts the root operation's requests.
+	RootRequests T
+}
+
 // RootDepth is how many requests a service served at one depth below a
 // root (user-facing) operation, per root request: Ƞ, 2Ƞ, 4Ƞ … (docs/design.md §1)
 type RootDepth struct {
 	RootService, RootOperation string
 	Depth                      int
 	Service                    string
-	// Served counts the requests the service served at that depth.
-	Served int64
-	// RootRequests counts the root operation's requests.
-	RootRequests int64
-	// PerRoot is Served / RootRequests (0 without root requests).
+	// DepthFigures are estimates of all traffic; Seen the counts seen.
+	DepthFigures[float64]
+	Seen DepthFigures[int64]
+	// PerRoot is Served / RootRequests, estimates (0 without root
+	// requests).
 	PerRoot float64
+	// Sampling labels the requests served.
+	Sampling Sampling
 }
 
 // ServedPerRoot returns, per root operation, depth and service, the
@@ -165,15 +185,18 @@ type RootDepth struct {
 func (s *Store) ServedPerRoot(ctx context.Context, from, to time.Time) ([]RootDepth, error) {
 	rows, err := s.pool.Query(ctx, `
 WITH d AS (
-    SELECT root_service, root_operation, depth, service, sum(served)::bigint AS served
+    SELECT root_service, root_operation, depth, service, sum(served)::bigint AS served, sum(coalesce(served_est, served))::double precision AS served_est,
+           sum(extrapolated)::bigint AS extrapolated
     FROM depth_stats WHERE bucket >= $1 AND bucket < $2
     GROUP BY root_service, root_operation, depth, service
 ), r AS (
-    SELECT root_service, root_operation, sum(requests)::bigint AS requests
+    SELECT root_service, root_operation, sum(requests)::bigint AS requests,
+           sum(coalesce(requests_est, requests))::double precision AS requests_est
     FROM root_stats WHERE bucket >= $1 AND bucket < $2
     GROUP BY root_service, root_operation
 )
-SELECT d.root_service, d.root_operation, d.depth, d.service, d.served, coalesce(r.requests, 0)
+SELECT d.root_service, d.root_operation, d.depth, d.service, d.served_est, coalesce(r.requests_est, 0),
+       d.served, coalesce(r.requests, 0), d.extrapolated
 FROM d LEFT JOIN r USING (root_service, root_operation)
 ORDER BY d.root_service, d.root_operation, d.depth, d.service`, from, to)
 	if err != nil {
@@ -182,11 +205,12 @@ ORDER BY d.root_service, d.root_operation, d.depth, d.service`, from, to)
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RootDepth, error) {
 		var d RootDepth
 		var depth int16
-		err := r.Scan(&d.RootService, &d.RootOperation, &depth, &d.Service, &d.Served, &d.RootRequests)
+		var extrapolated int64
+		err := r.Scan(&d.RootService, &d.RootOperation, &depth, &d.Service, &d.Served, &d.RootRequests,
+			&d.Seen.Served, &d.Seen.RootRequests, &extrapolated)
 		d.Depth = int(depth)
-		if d.RootRequests > 0 {
-			d.PerRoot = float64(d.Served) / float64(d.RootRequests)
-		}
+		d.PerRoot = ratio(d.Served, d.RootRequests)
+		d.Sampling = samplingOf(d.Seen.Served, extrapolated)
 		return d, err
 	})
 	if err != nil {
@@ -195,21 +219,34 @@ ORDER BY d.root_service, d.root_operation, d.depth, d.service`, from, to)
 	return out, nil
 }
 
+// RootFigures are a root operation's requests and the sum of their
+// retry-storm radius.
+type RootFigures[T Figure] struct {
+	Requests       T
+	StormRadiusSum T
+}
+
 // RootSummary is a root operation's requests and retry-storm radius.
 type RootSummary struct {
 	RootService, RootOperation string
-	Requests                   int64
+	// RootFigures are estimates of all traffic; Seen the counts seen.
+	RootFigures[float64]
+	Seen RootFigures[int64]
 	// StormRadiusMax is the longest chain of consecutive hops that retried
-	// one failure; StormRadiusMean its mean per root request.
+	// one failure; StormRadiusMean its mean per root request, a ratio of
+	// estimates.
 	StormRadiusMax  int
 	StormRadiusMean float64
+	// Sampling labels the root requests.
+	Sampling Sampling
 }
 
 // Roots returns the root operations' requests and storm radius, sorted by
 // root service and operation.
 func (s *Store) Roots(ctx context.Context, from, to time.Time) ([]RootSummary, error) {
 	rows, err := s.pool.Query(ctx, `
-SELECT root_service, root_operation, sum(requests)::bigint, max(storm_radius_max), sum(storm_radius_sum)::bigint
+SELECT root_service, root_operation, `+both("requests", "storm_radius_sum")+`,
+       max(storm_radius_max), sum(extrapolated)::bigint
 FROM root_stats WHERE bucket >= $1 AND bucket < $2
 GROUP BY root_service, root_operation
 ORDER BY root_service, root_operation`, from, to)
@@ -219,12 +256,12 @@ ORDER BY root_service, root_operation`, from, to)
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RootSummary, error) {
 		var rs RootSummary
 		var radiusMax int32
-		var radiusSum int64
-		err := r.Scan(&rs.RootService, &rs.RootOperation, &rs.Requests, &radiusMax, &radiusSum)
+		var extrapolated int64
+		err := r.Scan(&rs.RootService, &rs.RootOperation, &rs.Requests, &rs.StormRadiusSum,
+			&rs.Seen.Requests, &rs.Seen.StormRadiusSum, &radiusMax, &extrapolated)
 		rs.StormRadiusMax = int(radiusMax)
-		if rs.Requests > 0 {
-			rs.StormRadiusMean = float64(radiusSum) / float64(rs.Requests)
-		}
+		rs.StormRadiusMean = ratio(rs.StormRadiusSum, rs.Requests)
+		rs.Sampling = samplingOf(rs.Seen.Requests, extrapolated)
 		return rs, err
 	})
 	if err != nil {
@@ -233,30 +270,40 @@ ORDER BY root_service, root_operation`, from, to)
 	return out, nil
 }
 
-// ClaimAccuracy is one inbound operation's claim-accuracy confusion matrix.
-type ClaimAccuracy struct {
-	Service, Operation string
+// ClaimFigures are an inbound operation's failed requests by the claim its
+// service sent and the verdict.
+type ClaimFigures[T Figure] struct {
 	// Failed counts failed requests; Correct those whose sent claim is the
 	// one the rules expect.
-	Failed, Correct int64
+	Failed, Correct T
 	// Verdicts counts failed requests by verdict, indexed by
 	// dependencyanalysis.VerdictKind (index 0 unused).
-	Verdicts [4]int64
+	Verdicts [4]T
 	// Requests counts failed requests by the claim sent (error_ownership.claim.sent,
 	// indexed by ownership.Claim) and the verdict (indexed by
 	// dependencyanalysis.VerdictKind).
-	Requests [3][4]int64
+	Requests [3][4]T
 	// ExpectedClaimed and ExpectedUnclaimed count failed requests by the
 	// claim the rules expect.
-	ExpectedClaimed, ExpectedUnclaimed int64
+	ExpectedClaimed, ExpectedUnclaimed T
 }
 
-// Accuracy returns Correct / Failed, or 1 without failures.
+// ClaimAccuracy is one inbound operation's claim-accuracy confusion matrix.
+type ClaimAccuracy struct {
+	Service, Operation string
+	// ClaimFigures are estimates of all traffic; Seen the counts seen.
+	ClaimFigures[float64]
+	Seen ClaimFigures[int64]
+	// Sampling labels the failed requests (the matrix's cells).
+	Sampling Sampling
+}
+
+// Accuracy returns Correct / Failed, estimates, or 1 without failures.
 func (c *ClaimAccuracy) Accuracy() float64 {
-	if c.Failed == 0 {
+	if c.Failed <= 0 {
 		return 1
 	}
-	return float64(c.Correct) / float64(c.Failed)
+	return c.Correct / c.Failed
 }
 
 // ClaimAccuracy returns the confusion matrix of every inbound operation
@@ -268,9 +315,8 @@ func (s *Store) ClaimAccuracy(ctx context.Context, from, to time.Time) ([]ClaimA
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
 		// One snapshot for both queries, so the matrix adds up to the totals.
 		rows, err := tx.Query(ctx, `
-SELECT service, operation, sum(failed)::bigint, sum(claims_correct)::bigint,
-       sum(verdict_own)::bigint, sum(verdict_propagated)::bigint, sum(verdict_coincidental)::bigint,
-       sum(expected_claimed)::bigint, sum(expected_unclaimed)::bigint
+SELECT service, operation, `+both("failed", "claims_correct", "verdict_own", "verdict_propagated", "verdict_coincidental",
+			"expected_claimed", "expected_unclaimed")+`
 FROM operation_stats WHERE bucket >= $1 AND bucket < $2
 GROUP BY service, operation HAVING sum(failed) > 0
 ORDER BY service, operation`, from, to)
@@ -278,9 +324,19 @@ ORDER BY service, operation`, from, to)
 			return err
 		}
 		var c ClaimAccuracy
-		_, err = pgx.ForEachRow(rows, []any{&c.Service, &c.Operation, &c.Failed, &c.Correct,
-			&c.Verdicts[dependencyanalysis.VerdictOwn], &c.Verdicts[dependencyanalysis.VerdictPropagated],
-			&c.Verdicts[dependencyanalysis.VerdictCoincidental], &c.ExpectedClaimed, &c.ExpectedUnclaimed}, func() error {
+		figures := func(f any) []any {
+			switch f := f.(type) {
+			case *ClaimFigures[float64]:
+				return []any{&f.Failed, &f.Correct, &f.Verdicts[dependencyanalysis.VerdictOwn], &f.Verdicts[dependencyanalysis.VerdictPropagated],
+					&f.Verdicts[dependencyanalysis.VerdictCoincidental], &f.ExpectedClaimed, &f.ExpectedUnclaimed}
+			case *ClaimFigures[int64]:
+				return []any{&f.Failed, &f.Correct, &f.Verdicts[dependencyanalysis.VerdictOwn], &f.Verdicts[dependencyanalysis.VerdictPropagated],
+					&f.Verdicts[dependencyanalysis.VerdictCoincidental], &f.ExpectedClaimed, &f.ExpectedUnclaimed}
+			}
+			return nil
+		}
+		scan := append(append([]any{&c.Service, &c.Operation}, figures(&c.ClaimFigures)...), figures(&c.Seen)...)
+		_, err = pgx.ForEachRow(rows, scan, func() error {
 			index[opKey{c.Service, c.Operation}] = len(out)
 			out = append(out, c)
 			return nil
@@ -289,23 +345,33 @@ ORDER BY service, operation`, from, to)
 			return err
 		}
 		rows, err = tx.Query(ctx, `
-SELECT service, operation, claim_sent, verdict, sum(requests)::bigint
+SELECT service, operation, claim_sent, verdict, `+both("requests")+`, sum(extrapolated)::bigint
 FROM claim_accuracy WHERE bucket >= $1 AND bucket < $2
 GROUP BY service, operation, claim_sent, verdict`, from, to)
 		if err != nil {
 			return err
 		}
 		var svc, op, sent, verdict string
-		var n int64
-		_, err = pgx.ForEachRow(rows, []any{&svc, &op, &sent, &verdict, &n}, func() error {
+		var estimate float64
+		var n, extrapolated int64
+		cells := make([]int64, len(out))
+		extrapolatedCells := make([]int64, len(out))
+		_, err = pgx.ForEachRow(rows, []any{&svc, &op, &sent, &verdict, &estimate, &n, &extrapolated}, func() error {
 			i, ok := index[opKey{svc, op}]
 			v := verdictIndex(verdict)
 			if !ok || v == 0 {
 				return nil
 			}
-			out[i].Requests[ownership.ParseClaim(sent)][v] += n
+			claim := ownership.ParseClaim(sent)
+			out[i].Requests[claim][v] += estimate
+			out[i].Seen.Requests[claim][v] += n
+			cells[i] += n
+			extrapolatedCells[i] += extrapolated
 			return nil
 		})
+		for i := range out {
+			out[i].Sampling = samplingOf(cells[i], extrapolatedCells[i])
+		}
 		return err
 	})
 	if err != nil {
@@ -323,41 +389,71 @@ func verdictIndex(name string) dependencyanalysis.VerdictKind {
 	return 0
 }
 
-// Amplification is one service's traffic and retries.
-type Amplification struct {
-	Service string
+// AmplificationFigures are one service's traffic and retries.
+type AmplificationFigures[T Figure] struct {
 	// Served counts the inbound requests the service served, retries
 	// included; RetriesReceived those that were retries.
-	Served, RetriesReceived int64
+	Served, RetriesReceived T
 	// Calls counts the service's outbound logical calls, Attempts their
 	// attempts and RetriesSent the attempts after a call's first.
-	Calls, Attempts, RetriesSent int64
+	Calls, Attempts, RetriesSent T
 	// The service's retry decisions (error_ownership.retry.decision): suppressed ones are
 	// the storm prevented.
-	Retried, SuppressedUnclaimed, SuppressedBudget, NoPolicy, Exhausted int64
+	Retried, SuppressedUnclaimed, SuppressedBudget, NoPolicy, Exhausted T
 }
 
 // Suppressed returns the retries the hooks held back.
-func (a *Amplification) Suppressed() int64 { return a.SuppressedUnclaimed + a.SuppressedBudget }
+func (a *AmplificationFigures[T]) Suppressed() T { return a.SuppressedUnclaimed + a.SuppressedBudget }
+
+// Amplification is one service's traffic and retries.
+type Amplification struct {
+	Service string
+	// AmplificationFigures are estimates of all traffic; Seen the counts
+	// seen.
+	AmplificationFigures[float64]
+	Seen AmplificationFigures[int64]
+	// Sampling labels the requests served and the calls made.
+	Sampling Sampling
+}
 
 // Amplification returns every service's traffic and retries, sorted by
 // service.
 func (s *Store) Amplification(ctx context.Context, from, to time.Time) ([]Amplification, error) {
+	// Each side's columns: the estimates, the counts seen, extrapolated.
+	opCols := []string{"served", "retries_received"}
+	edgeCols := []string{"calls", "attempts", "retries", "retried", "suppressed_unclaimed", "suppressed_budget", "no_policy", "exhausted"}
+	var outer []string
+	for _, side := range []struct {
+		name string
+		cols []string
+	}{{"o", opCols}, {"e", edgeCols}} {
+		for _, c := range side.cols {
+			outer = append(outer, fmt.Sprintf("coalesce(%s.%s_est, 0)", side.name, c))
+		}
+		for _, c := range side.cols {
+			outer = append(outer, fmt.Sprintf("coalesce(%s.%s, 0)", side.name, c))
+		}
+		outer = append(outer, fmt.Sprintf("coalesce(%s.extrapolated, 0)", side.name))
+	}
+	named := func(cols []string) string {
+		var out []string
+		for _, c := range cols {
+			out = append(out, est(c)+" AS "+c+"_est")
+		}
+		for _, c := range cols {
+			out = append(out, seen(c)+" AS "+c)
+		}
+		return strings.Join(out, ", ")
+	}
 	rows, err := s.pool.Query(ctx, `
 WITH o AS (
-    SELECT service, sum(served)::bigint AS served, sum(retries_received)::bigint AS retries_received
+    SELECT service, `+named(opCols)+`, sum(extrapolated)::bigint AS extrapolated
     FROM operation_stats WHERE bucket >= $1 AND bucket < $2 GROUP BY service
 ), e AS (
-    SELECT service, sum(calls)::bigint AS calls, sum(attempts)::bigint AS attempts, sum(retries)::bigint AS retries,
-           sum(retried)::bigint AS retried, sum(suppressed_unclaimed)::bigint AS suppressed_unclaimed,
-           sum(suppressed_budget)::bigint AS suppressed_budget, sum(no_policy)::bigint AS no_policy,
-           sum(exhausted)::bigint AS exhausted
+    SELECT service, `+named(edgeCols)+`, sum(extrapolated)::bigint AS extrapolated
     FROM edge_stats WHERE bucket >= $1 AND bucket < $2 GROUP BY service
 )
-SELECT service, coalesce(o.served, 0), coalesce(o.retries_received, 0),
-       coalesce(e.calls, 0), coalesce(e.attempts, 0), coalesce(e.retries, 0),
-       coalesce(e.retried, 0), coalesce(e.suppressed_unclaimed, 0), coalesce(e.suppressed_budget, 0),
-       coalesce(e.no_policy, 0), coalesce(e.exhausted, 0)
+SELECT service, `+strings.Join(outer, ", ")+`
 FROM o FULL JOIN e USING (service)
 ORDER BY service`, from, to)
 	if err != nil {
@@ -365,8 +461,13 @@ ORDER BY service`, from, to)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Amplification, error) {
 		var a Amplification
-		err := r.Scan(&a.Service, &a.Served, &a.RetriesReceived, &a.Calls, &a.Attempts, &a.RetriesSent,
-			&a.Retried, &a.SuppressedUnclaimed, &a.SuppressedBudget, &a.NoPolicy, &a.Exhausted)
+		var opExtrapolated, edgeExtrapolated int64
+		err := r.Scan(&a.Service,
+			&a.Served, &a.RetriesReceived, &a.Seen.Served, &a.Seen.RetriesReceived, &opExtrapolated,
+			&a.Calls, &a.Attempts, &a.RetriesSent, &a.Retried, &a.SuppressedUnclaimed, &a.SuppressedBudget, &a.NoPolicy, &a.Exhausted,
+			&a.Seen.Calls, &a.Seen.Attempts, &a.Seen.RetriesSent, &a.Seen.Retried, &a.Seen.SuppressedUnclaimed,
+			&a.Seen.SuppressedBudget, &a.Seen.NoPolicy, &a.Seen.Exhausted, &edgeExtrapolated)
+		a.Sampling = samplingOf(a.Seen.Served+a.Seen.Calls, opExtrapolated+edgeExtrapolated)
 		return a, err
 	})
 	if err != nil {
@@ -387,6 +488,9 @@ type AuditRecord struct {
 	// rules expect (claimed: the error is the service's own).
 	ClaimSent, ClaimExpected ownership.Claim
 	Reason                   string
+	// Weight is the adjusted count of the entry's trace: how many such
+	// errors of all traffic the entry stands for (1: counted).
+	Weight float64
 }
 
 // DefaultAuditLimit is how many entries Audit returns when asked for none
@@ -421,11 +525,11 @@ func (s *Store) Audit(ctx context.Context, from, to time.Time, service string, l
 
 // scanAuditRecord reads a row of coincidental_audit's columns, in the
 // order time, trace_id, span_id, service, operation, peer_service,
-// peer_operation, claim_sent, claim_expected, reason.
+// peer_operation, claim_sent, claim_expected, reason, weight.
 func scanAuditRecord(r pgx.CollectableRow) (AuditRecord, error) {
 	var a AuditRecord
 	var sent, want string
-	err := r.Scan(&a.Time, &a.TraceID, &a.SpanID, &a.Service, &a.Operation, &a.PeerService, &a.PeerOperation, &sent, &want, &a.Reason)
+	err := r.Scan(&a.Time, &a.TraceID, &a.SpanID, &a.Service, &a.Operation, &a.PeerService, &a.PeerOperation, &sent, &want, &a.Reason, &a.Weight)
 	a.ClaimSent, a.ClaimExpected = ownership.ParseClaim(sent), ownership.ParseClaim(want)
 	a.Time = a.Time.UTC()
 	return a, err
@@ -434,13 +538,13 @@ func scanAuditRecord(r pgx.CollectableRow) (AuditRecord, error) {
 // The audit log of every service, or of one.
 const (
 	auditAll = `
-SELECT time, trace_id, span_id, service, operation, peer_service, peer_operation, claim_sent, claim_expected, reason
+SELECT time, trace_id, span_id, service, operation, peer_service, peer_operation, claim_sent, claim_expected, reason, weight
 FROM coincidental_audit
 WHERE time >= $1 AND time < $2
 ORDER BY time DESC, trace_id, span_id
 LIMIT $3`
 	auditOf = `
-SELECT time, trace_id, span_id, service, operation, peer_service, peer_operation, claim_sent, claim_expected, reason
+SELECT time, trace_id, span_id, service, operation, peer_service, peer_operation, claim_sent, claim_expected, reason, weight
 FROM coincidental_audit
 WHERE time >= $1 AND time < $2 AND service = $4
 ORDER BY time DESC, trace_id, span_id

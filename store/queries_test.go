@@ -76,11 +76,11 @@ func TestReadQueries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []RootDepth{
-			{"frontend", "GET /", 0, "frontend", 1000, 1000, 1},
-			{"frontend", "GET /", 1, "backend", 1300, 1000, 1.3},
-			{"frontend", "GET /", 1, "cache", 1000, 1000, 1},
+		row := func(depth int, svc string, served float64) RootDepth {
+			return RootDepth{RootService: "frontend", RootOperation: "GET /", Depth: depth, Service: svc,
+				DepthFigures: DepthFigures[float64]{served, 1000}, PerRoot: served / 1000}
 		}
+		want := counted(row(0, "frontend", 1000), row(1, "backend", 1300), row(1, "cache", 1000))
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("got %+v\nwant %+v", got, want)
 		}
@@ -90,7 +90,8 @@ func TestReadQueries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []RootSummary{{"frontend", "GET /", 1000, 2, 0.15}}
+		want := counted(RootSummary{RootService: "frontend", RootOperation: "GET /",
+			RootFigures: RootFigures[float64]{Requests: 1000, StormRadiusSum: 150}, StormRadiusMax: 2, StormRadiusMean: 0.15})
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("got %+v\nwant %+v", got, want)
 		}
@@ -100,12 +101,13 @@ func TestReadQueries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := ClaimAccuracy{Service: "frontend", Operation: "GET /", Failed: 100, Correct: 95,
-			Verdicts: [4]int64{0, 40, 50, 10}, ExpectedClaimed: 50, ExpectedUnclaimed: 50}
+		want := ClaimAccuracy{Service: "frontend", Operation: "GET /", ClaimFigures: ClaimFigures[float64]{Failed: 100, Correct: 95,
+			Verdicts: [4]float64{0, 40, 50, 10}, ExpectedClaimed: 50, ExpectedUnclaimed: 50}}
 		want.Requests[ownership.ClaimClaimed][dependencyanalysis.VerdictOwn] = 40
 		want.Requests[ownership.ClaimUnclaimed][dependencyanalysis.VerdictPropagated] = 45
 		want.Requests[ownership.ClaimMissing][dependencyanalysis.VerdictPropagated] = 5
 		want.Requests[ownership.ClaimClaimed][dependencyanalysis.VerdictCoincidental] = 10
+		want = counted(want)[0]
 		if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
 			t.Fatalf("got %+v\nwant [%+v]", got, want)
 		}
@@ -118,16 +120,17 @@ func TestReadQueries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []Amplification{
-			{Service: "backend", Served: 1300, Calls: 10, Attempts: 10},
-			{Service: "frontend", Served: 1000, RetriesReceived: 50, Calls: 2000, Attempts: 2300, RetriesSent: 300,
-				Retried: 250, SuppressedUnclaimed: 30, SuppressedBudget: 20, NoPolicy: 7, Exhausted: 9},
-		}
+		want := counted(
+			Amplification{Service: "backend", AmplificationFigures: AmplificationFigures[float64]{Served: 1300, Calls: 10, Attempts: 10}},
+			Amplification{Service: "frontend", AmplificationFigures: AmplificationFigures[float64]{Served: 1000, RetriesReceived: 50,
+				Calls: 2000, Attempts: 2300, RetriesSent: 300,
+				Retried: 250, SuppressedUnclaimed: 30, SuppressedBudget: 20, NoPolicy: 7, Exhausted: 9}},
+		)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("got %+v\nwant %+v", got, want)
 		}
 		if got[1].Suppressed() != 50 {
-			t.Fatalf("Suppressed() = %d, want 50", got[1].Suppressed())
+			t.Fatalf("Suppressed() = %v, want 50", got[1].Suppressed())
 		}
 	})
 	t.Run("Audit", func(t *testing.T) {
@@ -162,6 +165,7 @@ func TestReadQueries(t *testing.T) {
 			Time: t0.Add(55 * time.Second), TraceID: "030102030405060708090a0b0c0d0e0f", SpanID: "03ab000000000001",
 			Service: "backend", Operation: "/api", PeerService: "unknown", PeerOperation: "",
 			ClaimSent: ownership.ClaimClaimed, ClaimExpected: ownership.ClaimClaimed, Reason: "coincidental",
+			Weight: 1, // an entry without a weight counts once
 		}
 		if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
 			t.Fatalf("got %+v\nwant [%+v]", got, want)

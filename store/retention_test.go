@@ -61,9 +61,9 @@ func TestRetentionDropsOldPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The old days and the days after them (created ahead of need), of
-	// all seven tables.
-	if len(dropped) != 7*4 {
-		t.Fatalf("dropped %d partitions, want 28: %v", len(dropped), dropped)
+	// all eight tables (trace_stats since schema version 4).
+	if len(dropped) != 8*4 {
+		t.Fatalf("dropped %d partitions, want 32: %v", len(dropped), dropped)
 	}
 	left := partitions(t, s)
 	for _, at := range old {

@@ -53,7 +53,7 @@ var auditReason = ownership.ReasonCoincidental.String()
 // smallint) and up to maxValues counts.
 const (
 	maxKeys   = 4
-	maxValues = 13
+	maxValues = 14
 )
 
 // rowKey packs a row's key columns, four 32-bit slots, into two words that
@@ -99,10 +99,12 @@ func cmpKey(a, b rowKey) int {
 // smallintBias maps an int16 to a slot that sorts in the same order.
 const smallintBias = 1 << 15
 
-// statRow is one row of a statistics table.
+// statRow is one row of a statistics table: the counts seen and, at the
+// same index, the estimates of all traffic of those that have one.
 type statRow struct {
 	key  rowKey
 	vals [maxValues]int64
+	ests [maxValues]float64
 }
 
 // tableRows are the rows of one table in a batch, sorted by key.
@@ -119,6 +121,7 @@ const (
 	tableDepths
 	tableRoots
 	tableAddresses
+	tableTraces
 	numTables
 )
 
@@ -147,6 +150,7 @@ type auditRow struct {
 	time                                                       time.Time
 	traceID, spanID                                            string
 	service, operation, peerService, peerOperation, sent, want string
+	weight                                                     float64
 }
 
 type unauditRow struct {
@@ -155,17 +159,26 @@ type unauditRow struct {
 	n               int32
 }
 
-// rows counts the rows b writes, and deletes.
+// rows counts the rows b writes, and deletes: its figures. Its trace_stats
+// row is the flush's own bookkeeping, like its row in flushes, and is not
+// counted.
 func (b *batch) rows() int {
 	n := len(b.audit) + len(b.unaudit)
-	for _, t := range b.tables {
-		n += len(t.rows)
+	for i, t := range b.tables {
+		if i != tableTraces {
+			n += len(t.rows)
+		}
 	}
 	return n
 }
 
-// countRows returns how many rows s makes, without making them: the writer
-// bounds its queue by it.
+// empty reports whether b writes nothing at all: a correction that changes
+// nothing. A flush of incomplete traces alone has no figures but counts
+// its traces.
+func (b *batch) empty() bool { return b.rows() == 0 && len(b.tables[tableTraces].rows) == 0 }
+
+// countRows returns how many rows s makes (batch.rows), without making
+// them: the writer bounds its queue by it.
 func countRows(s *dependencyanalysis.Stats) int {
 	if s == nil {
 		return 0
@@ -389,21 +402,39 @@ func newBatch(f *Flush, bucket time.Duration, maxName int) *batch {
 	// its final verdicts make, negative where they take one back.
 	ops := make([]statRow, 0, len(s.Operations)+len(s.Provisional))
 	var claims []statRow
-	addOp := func(k dependencyanalysis.OperationKey, served, retries int64, c *dependencyanalysis.VerdictCounts) {
+	// op is nil for an operation with provisional verdicts only.
+	addOp := func(k dependencyanalysis.OperationKey, op *dependencyanalysis.OperationStats, c *dependencyanalysis.VerdictCounts) {
 		svc, name := d.of(k.Service), d.of(k.Operation)
-		ops = append(ops, statRow{makeKey(svc, name, 0, 0), [maxValues]int64{
-			served, retries, c.Failed,
+		est := sumMethods(&c.Est)
+		row := statRow{key: makeKey(svc, name, 0, 0), vals: [maxValues]int64{
+			0, 0, c.Failed,
 			c.Verdicts[dependencyanalysis.VerdictOwn],
 			c.Verdicts[dependencyanalysis.VerdictPropagated],
 			c.Verdicts[dependencyanalysis.VerdictCoincidental],
 			c.ClaimsCorrect,
 			c.ExpectedClaims[ownership.ClaimClaimed],
 			c.ExpectedClaims[ownership.ClaimUnclaimed],
-		}})
+		}, ests: [maxValues]float64{
+			0, 0, est.Failed,
+			est.Verdicts[dependencyanalysis.VerdictOwn],
+			est.Verdicts[dependencyanalysis.VerdictPropagated],
+			est.Verdicts[dependencyanalysis.VerdictCoincidental],
+			est.ClaimsCorrect,
+			est.ExpectedClaims[ownership.ClaimClaimed],
+			est.ExpectedClaims[ownership.ClaimUnclaimed],
+		}}
+		if op != nil {
+			all := op.Estimate()
+			row.vals[0], row.vals[1], row.vals[9] = toInt64(op.Served), toInt64(op.RetriesReceived), toInt64(op.Extrapolated)
+			row.ests[0], row.ests[1] = all.Served, all.RetriesReceived
+		}
+		ops = append(ops, row)
 		for sent := range c.Claims {
 			for v := dependencyanalysis.VerdictOwn; v <= dependencyanalysis.VerdictCoincidental; v++ {
 				if n := c.Claims[sent][v]; n != 0 {
-					claims = append(claims, statRow{makeKey(svc, name, claimRank[sent], verdictRank[v]), [maxValues]int64{n}})
+					claims = append(claims, statRow{key: makeKey(svc, name, claimRank[sent], verdictRank[v]),
+						vals: [maxValues]int64{n, n - seenCounted(c.Est[dependencyanalysis.SamplingCounted].Claims[sent][v])},
+						ests: [maxValues]float64{est.Claims[sent][v]}})
 				}
 			}
 		}
@@ -413,11 +444,11 @@ func newBatch(f *Flush, bucket time.Duration, maxName int) *batch {
 		if p := s.Provisional[k]; p != nil {
 			c.Merge(p)
 		}
-		addOp(k, toInt64(op.Served), toInt64(op.RetriesReceived), &c)
+		addOp(k, op, &c)
 	}
 	for k, p := range s.Provisional {
 		if _, ok := s.Operations[k]; !ok {
-			addOp(k, 0, 0, p)
+			addOp(k, nil, p)
 		}
 	}
 	b.tables[tableOps].rows = ops
@@ -425,7 +456,8 @@ func newBatch(f *Flush, bucket time.Duration, maxName int) *batch {
 
 	edges := make([]statRow, 0, len(s.Edges))
 	for k, e := range s.Edges {
-		edges = append(edges, statRow{makeKey(d.of(k.Service), d.of(k.Operation), d.peer(k.PeerService), d.of(k.PeerOperation)), [maxValues]int64{
+		est := e.Estimate()
+		edges = append(edges, statRow{key: makeKey(d.of(k.Service), d.of(k.Operation), d.peer(k.PeerService), d.of(k.PeerOperation)), vals: [maxValues]int64{
 			toInt64(e.Calls), toInt64(e.FailedCalls), toInt64(e.Attempts), toInt64(e.Retries),
 			toInt64(e.CallFailedRequestFailed), toInt64(e.CallOKRequestFailed),
 			toInt64(e.Decisions[ownership.DecisionRetried]),
@@ -434,6 +466,16 @@ func newBatch(f *Flush, bucket time.Duration, maxName int) *batch {
 			toInt64(e.Decisions[ownership.DecisionNoPolicy]),
 			toInt64(e.Decisions[ownership.DecisionExhausted]),
 			toInt64(e.FailedAlone), toInt64(e.FailedAloneRequestFailed),
+			toInt64(e.Calls) - seenCounted(e.Est[dependencyanalysis.SamplingCounted].Calls),
+		}, ests: [maxValues]float64{
+			est.Calls, est.FailedCalls, est.Attempts, est.Retries,
+			est.CallFailedRequestFailed, est.CallOKRequestFailed,
+			est.Decisions[ownership.DecisionRetried],
+			est.Decisions[ownership.DecisionSuppressedUnclaimed],
+			est.Decisions[ownership.DecisionSuppressedBudget],
+			est.Decisions[ownership.DecisionNoPolicy],
+			est.Decisions[ownership.DecisionExhausted],
+			est.FailedAlone, est.FailedAloneRequestFailed,
 		}})
 	}
 	b.tables[tableEdges].rows = edges
@@ -441,30 +483,40 @@ func newBatch(f *Flush, bucket time.Duration, maxName int) *batch {
 	depths := make([]statRow, 0, len(s.Depths))
 	for k, served := range s.Depths {
 		depths = append(depths, statRow{
-			makeKey(d.of(k.RootService), d.of(k.RootOperation), uint32(int32(k.Depth)+smallintBias), d.of(k.Service)),
-			[maxValues]int64{toInt64(served.N)}})
+			key:  makeKey(d.of(k.RootService), d.of(k.RootOperation), uint32(int32(k.Depth)+smallintBias), d.of(k.Service)),
+			vals: [maxValues]int64{toInt64(served.N), toInt64(served.N) - seenCounted(served.Est[dependencyanalysis.SamplingCounted])},
+			ests: [maxValues]float64{served.Estimate()}})
 	}
 	b.tables[tableDepths].rows = depths
 
 	roots := make([]statRow, 0, len(s.Roots))
 	for k, r := range s.Roots {
-		roots = append(roots, statRow{makeKey(d.of(k.Service), d.of(k.Operation), 0, 0),
-			[maxValues]int64{toInt64(r.Requests), int64(min(r.RadiusMax, math.MaxInt32)), toInt64(r.RadiusSum)}})
+		roots = append(roots, statRow{key: makeKey(d.of(k.Service), d.of(k.Operation), 0, 0),
+			vals: [maxValues]int64{toInt64(r.Requests), int64(min(r.RadiusMax, math.MaxInt32)), toInt64(r.RadiusSum), toInt64(r.Extrapolated)},
+			ests: [maxValues]float64{r.EstimatedRequests(), 0, r.EstimatedRadiusSum()}})
 	}
 	b.tables[tableRoots].rows = roots
 
 	addresses := make([]statRow, 0, len(s.Addresses))
 	for k, calls := range s.Addresses {
-		addresses = append(addresses, statRow{makeKey(d.of(k.Service), d.peer(k.PeerService), d.of(k.Address), 0),
-			[maxValues]int64{toInt64(calls)}})
+		addresses = append(addresses, statRow{key: makeKey(d.of(k.Service), d.peer(k.PeerService), d.of(k.Address), 0),
+			vals: [maxValues]int64{toInt64(calls)}})
 	}
 	b.tables[tableAddresses].rows = addresses
+
+	// One row a flush: a correction adds no traces, and writes none.
+	b.tables[tableTraces].rows = []statRow{{vals: [maxValues]int64{
+		toInt64(s.Traces), toInt64(s.Extrapolated), toInt64(s.CountedFailed),
+		toInt64(s.Incomplete[dependencyanalysis.IncompleteMissingParent]),
+		toInt64(s.Incomplete[dependencyanalysis.IncompleteMissingCallee]),
+		toInt64(s.Incomplete[dependencyanalysis.IncompleteSampling]),
+	}}}
 
 	for i := range b.tables {
 		b.tables[i].sortMerge()
 		// A correction whose final verdicts count as the provisional
 		// ones did nets to nothing, and writes nothing.
-		b.tables[i].rows = slices.DeleteFunc(b.tables[i].rows, func(r statRow) bool { return r.vals == [maxValues]int64{} })
+		b.tables[i].rows = slices.DeleteFunc(b.tables[i].rows, func(r statRow) bool { return r.empty() })
 	}
 
 	b.audit = make([]auditRow, 0, len(s.Audit))
@@ -475,6 +527,7 @@ func newBatch(f *Flush, bucket time.Duration, maxName int) *batch {
 			service: d.name(e.Service), operation: d.name(e.Operation),
 			peerService: d.names[d.peer(e.PeerService)], peerOperation: d.name(e.PeerOperation),
 			sent: e.ClaimSent.String(), want: e.ClaimExpected.String(),
+			weight: auditWeight(e.Weight),
 		})
 	}
 	// A request analysed twice (its trace sent twice) has two entries:
@@ -505,6 +558,7 @@ func (t *tableRows) sortMerge() {
 					last.vals[j] = max(last.vals[j], r.vals[j])
 				} else {
 					last.vals[j] += r.vals[j]
+					last.ests[j] += r.ests[j]
 				}
 			}
 			continue
@@ -512,6 +566,42 @@ func (t *tableRows) sortMerge() {
 		out = append(out, *r)
 	}
 	t.rows = out
+}
+
+// empty reports whether r adds nothing: a correction whose final verdicts
+// count as the provisional ones did. The estimates of a verdict taken back
+// and given again by the same trace's weight cancel but for rounding.
+func (r *statRow) empty() bool {
+	if r.vals != [maxValues]int64{} {
+		return false
+	}
+	for _, e := range r.ests {
+		if math.Abs(e) > 1e-6 {
+			return false
+		}
+	}
+	return true
+}
+
+// seenCounted returns the count seen of an estimate by SamplingCounted:
+// such a trace weighs exactly 1, so the estimate is the count. The count
+// seen less it is the count extrapolated.
+func seenCounted(est float64) int64 { return int64(math.Round(est)) }
+
+// sumMethods returns estimates summed over the sampling methods.
+func sumMethods(est *[2]dependencyanalysis.OperationCounts[float64]) dependencyanalysis.OperationCounts[float64] {
+	var op dependencyanalysis.OperationStats
+	op.Est = *est
+	return op.Estimate()
+}
+
+// auditWeight is an entry's weight as stored: an entry from Stats built by
+// hand, without one, counts once, as every entry did before weights.
+func auditWeight(w float64) float64 {
+	if w <= 0 || math.IsNaN(w) || math.IsInf(w, 0) {
+		return 1
+	}
+	return w
 }
 
 // hexID spells a trace or span ID as lower-case hex, the form trace UIs

@@ -256,9 +256,9 @@ USING (SELECT e.tableoid AS rel, e.ctid AS tid
        CROSS JOIN LATERAL (SELECT c.tableoid, c.ctid FROM coincidental_audit c
                            WHERE c.time = k.time AND c.trace_id = k.trace_id AND c.span_id = k.span_id LIMIT k.n) e) d
 WHERE a.tableoid = d.rel AND a.ctid = d.tid`
-	insertAudit = `INSERT INTO coincidental_audit (time, trace_id, span_id, service, operation, peer_service, peer_operation, claim_sent, claim_expected, reason)
+	insertAudit = `INSERT INTO coincidental_audit (time, trace_id, span_id, service, operation, peer_service, peer_operation, claim_sent, claim_expected, reason, weight)
 SELECT unnest($2::timestamptz[]), unnest($3::text[]), unnest($4::text[]), unnest($5::text[]), unnest($6::text[]),
-       unnest($7::text[]), unnest($8::text[]), unnest($9::text[]), unnest($10::text[]), $1`
+       unnest($7::text[]), unnest($8::text[]), unnest($9::text[]), unnest($10::text[]), $1, unnest($11::double precision[])`
 )
 
 // defaultCopyThreshold is the row count from which a table's rows go
@@ -274,10 +274,15 @@ type column struct {
 	name     string
 	typ      string // text or smallint for keys; bigint or integer for values
 	greatest bool   // merged by GREATEST instead of sum
+	// est says the count has an estimate of all traffic beside it, in
+	// the double precision column <name>_est, which rows written before
+	// schema version 4 hold as NULL (read: the count itself).
+	est bool
 }
 
 // tableSpec describes a statistics table: its key columns after bucket and
-// its value columns, in statRow order.
+// its value columns, in statRow order, then the estimates of those that
+// have one (statRow.ests, at the index of their count).
 type tableSpec struct {
 	name   string
 	keys   []column
@@ -292,6 +297,11 @@ func (t *tableSpec) columnNames() []string {
 	for _, c := range t.values {
 		names = append(names, c.name)
 	}
+	for _, c := range t.values {
+		if c.est {
+			names = append(names, c.name+"_est")
+		}
+	}
 	return names
 }
 
@@ -302,19 +312,27 @@ func (t *tableSpec) onConflict(merge bool) string {
 	if !merge {
 		return ""
 	}
-	keys := make([]string, len(t.keys))
-	for i, c := range t.keys {
-		keys[i] = c.name
+	keys := []string{"bucket"}
+	for _, c := range t.keys {
+		keys = append(keys, c.name)
 	}
-	set := make([]string, len(t.values))
-	for i, c := range t.values {
+	set := make([]string, 0, 2*len(t.values))
+	for _, c := range t.values {
 		if c.greatest {
-			set[i] = fmt.Sprintf("%[1]s = GREATEST(t.%[1]s, excluded.%[1]s)", c.name)
+			set = append(set, fmt.Sprintf("%[1]s = GREATEST(t.%[1]s, excluded.%[1]s)", c.name))
 		} else {
-			set[i] = fmt.Sprintf("%[1]s = t.%[1]s + excluded.%[1]s", c.name)
+			set = append(set, fmt.Sprintf("%[1]s = t.%[1]s + excluded.%[1]s", c.name))
 		}
 	}
-	return fmt.Sprintf(" ON CONFLICT (bucket, %s) DO UPDATE SET %s", strings.Join(keys, ", "), strings.Join(set, ", "))
+	for _, c := range t.values {
+		if c.est {
+			// A row from before schema version 4 has no estimate: it
+			// counted every trace once, so its count is its estimate.
+			// (SET reads the row as it was, whatever the order.)
+			set = append(set, fmt.Sprintf("%[1]s_est = coalesce(t.%[1]s_est, t.%[1]s) + excluded.%[1]s_est", c.name))
+		}
+	}
+	return fmt.Sprintf(" ON CONFLICT (%s) DO UPDATE SET %s", strings.Join(keys, ", "), strings.Join(set, ", "))
 }
 
 // upsertArrays returns the statement that adds rows, passed as one array
@@ -325,11 +343,17 @@ func (t *tableSpec) onConflict(merge bool) string {
 // array into a tuple store, which costs a third of the write. The rows go
 // in in the order given, which is the key order.
 func (t *tableSpec) upsertArrays(target string, merge bool) string {
-	arrays := make([]string, 0, len(t.keys)+len(t.values))
+	arrays := make([]string, 0, len(t.keys)+2*len(t.values))
 	n := 2
 	for _, c := range append(slices.Clone(t.keys), t.values...) {
 		arrays = append(arrays, fmt.Sprintf("unnest($%d::%s[])", n, c.typ))
 		n++
+	}
+	for _, c := range t.values {
+		if c.est {
+			arrays = append(arrays, fmt.Sprintf("unnest($%d::double precision[])", n))
+			n++
+		}
 	}
 	return fmt.Sprintf("INSERT INTO %s AS t (%s) SELECT $1::timestamptz, %s%s",
 		pgx.Identifier{target}.Sanitize(), strings.Join(t.columnNames(), ", "), strings.Join(arrays, ", "), t.onConflict(merge))
@@ -364,35 +388,54 @@ var (
 		}
 		return cols
 	}
+	// estimated are counts with an estimate beside them.
+	estimated = func(names ...string) []column {
+		cols := bigints(names...)
+		for i := range cols {
+			cols[i].est = true
+		}
+		return cols
+	}
+	// extrapolated counts, of a table's requests or calls, those whose
+	// weight came from their trace's sampling.
+	extrapolated = bigint("extrapolated")
 
 	// allSpecs are the statistics tables, indexed like batch.tables.
 	allSpecs = [numTables]*tableSpec{
 		tableOps: {
 			name: "operation_stats", keys: []column{text("service"), text("operation")},
-			values: bigints("served", "retries_received", "failed", "verdict_own", "verdict_propagated", "verdict_coincidental",
-				"claims_correct", "expected_claimed", "expected_unclaimed"),
+			values: append(estimated("served", "retries_received", "failed", "verdict_own", "verdict_propagated", "verdict_coincidental",
+				"claims_correct", "expected_claimed", "expected_unclaimed"), extrapolated),
 		},
 		tableClaims: {
 			name: "claim_accuracy", keys: []column{text("service"), text("operation"), text("claim_sent"), text("verdict")},
-			values: bigints("requests"),
+			values: append(estimated("requests"), extrapolated),
 		},
 		tableEdges: {
 			name: "edge_stats", keys: []column{text("service"), text("operation"), text("peer_service"), text("peer_operation")},
-			values: bigints("calls", "failed_calls", "attempts", "retries", "call_failed_request_failed", "call_ok_request_failed",
+			values: append(estimated("calls", "failed_calls", "attempts", "retries", "call_failed_request_failed", "call_ok_request_failed",
 				"retried", "suppressed_unclaimed", "suppressed_budget", "no_policy", "exhausted",
-				"failed_alone", "failed_alone_request_failed"),
+				"failed_alone", "failed_alone_request_failed"), extrapolated),
 		},
 		tableDepths: {
 			name: "depth_stats", keys: []column{text("root_service"), text("root_operation"), smallint("depth"), text("service")},
-			values: bigints("served"),
+			values: append(estimated("served"), extrapolated),
 		},
 		tableRoots: {
 			name: "root_stats", keys: []column{text("root_service"), text("root_operation")},
-			values: []column{bigint("requests"), {name: "storm_radius_max", typ: "integer", greatest: true}, bigint("storm_radius_sum")},
+			values: []column{
+				{name: "requests", typ: "bigint", est: true}, {name: "storm_radius_max", typ: "integer", greatest: true},
+				{name: "storm_radius_sum", typ: "bigint", est: true}, extrapolated,
+			},
 		},
 		tableAddresses: {
 			name: "address_stats", keys: []column{text("service"), text("peer_service"), text("address")},
 			values: bigints("calls"),
+		},
+		tableTraces: {
+			name: "trace_stats",
+			values: bigints("traces", "extrapolated", "counted_failed",
+				"incomplete_missing_parent", "incomplete_missing_callee", "incomplete_inconsistent_sampling"),
 		},
 	}
 )
@@ -571,6 +614,15 @@ func (t *tableRows) arrays(bucket time.Time, names []string) []any {
 			args = append(args, col)
 		}
 	}
+	for i, c := range t.spec.values {
+		if c.est {
+			col := make([]float64, n)
+			for j := range t.rows {
+				col[j] = t.rows[j].ests[i]
+			}
+			args = append(args, col)
+		}
+	}
 	return args
 }
 
@@ -605,6 +657,8 @@ func (r *rowSource) Values() ([]any, error) {
 		case []int32:
 			r.row[j] = c[r.i]
 		case []int64:
+			r.row[j] = c[r.i]
+		case []float64:
 			r.row[j] = c[r.i]
 		default: // the bucket, the same for every row
 			r.row[j] = c
@@ -663,13 +717,13 @@ func (b *batch) auditArrays() []any {
 	for i := range cols {
 		cols[i] = make([]string, n)
 	}
-	times := make([]time.Time, n)
+	times, weights := make([]time.Time, n), make([]float64, n)
 	for i, a := range b.audit {
-		times[i] = a.time
+		times[i], weights[i] = a.time, a.weight
 		cols[0][i], cols[1][i], cols[2][i], cols[3][i] = a.traceID, a.spanID, a.service, a.operation
 		cols[4][i], cols[5][i], cols[6][i], cols[7][i] = a.peerService, a.peerOperation, a.sent, a.want
 	}
-	return []any{auditReason, times, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], cols[7]}
+	return []any{auditReason, times, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], cols[7], weights}
 }
 
 // unixDay numbers t's UTC day.

@@ -12,24 +12,43 @@ import (
 	"github.com/errorownership/errorownership/dependencyanalysis"
 )
 
+// OperationFigures are what one inbound operation served over a window.
+type OperationFigures[T Figure] struct {
+	// Served counts requests, retries included; Failed those that failed,
+	// Own, Propagated and Coincidental the failed ones by verdict.
+	Served, Failed, Own, Propagated, Coincidental T
+}
+
 // OperationTraffic is what one inbound operation served over a window.
 type OperationTraffic struct {
 	Service, Operation string
-	// Served counts requests, retries included; Failed those that failed,
-	// Own, Propagated and Coincidental the failed ones by verdict.
-	Served, Failed, Own, Propagated, Coincidental int64
+	// OperationFigures are estimates of all traffic; Seen the counts seen.
+	OperationFigures[float64]
+	Seen OperationFigures[int64]
+	// Sampling labels the requests served.
+	Sampling Sampling
+}
+
+// CallFigures are one edge's calls over a window.
+type CallFigures[T Figure] struct {
+	// Calls counts logical calls, FailedCalls those whose last attempt
+	// failed; Attempts counts their attempts, Retries the attempts after a
+	// call's first.
+	Calls, FailedCalls, Attempts, Retries T
 }
 
 // EdgeTraffic is one edge's calls over a window, with the mode the
 // engine's rule gives the window's evidence.
 type EdgeTraffic struct {
 	Service, Operation, PeerService, PeerOperation string
-	// Calls counts logical calls, FailedCalls those whose last attempt
-	// failed; Attempts counts their attempts, Retries the attempts after a
-	// call's first.
-	Calls, FailedCalls, Attempts, Retries int64
+	// CallFigures are estimates of all traffic; Seen the counts seen.
+	CallFigures[float64]
+	Seen CallFigures[int64]
+	// Sampling labels the calls.
+	Sampling Sampling
 	// Estimate is the edge model over the window, every bucket weighing
-	// the same.
+	// the same: estimated evidence, judged over the failed-alone calls
+	// seen (Counts.Samples).
 	dependencyanalysis.Estimate
 }
 
@@ -41,7 +60,7 @@ type Traffic struct {
 
 // Traffic returns every operation's requests and every edge's calls in
 // buckets that start in [from, to), each edge judged by cfg.Judge on the
-// window's unweighted evidence (as `analyze` judges a file). Both lists
+// window's evidence without decay (as `analyze` judges a file). Both lists
 // are sorted by their keys.
 func (s *Store) Traffic(ctx context.Context, from, to time.Time, cfg dependencyanalysis.ModelConfig) (*Traffic, error) {
 	ec := dependencyanalysis.Config{EdgeModel: cfg}
@@ -51,8 +70,8 @@ func (s *Store) Traffic(ctx context.Context, from, to time.Time, cfg dependencya
 	t := &Traffic{}
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `
-SELECT service, operation, sum(served)::bigint, sum(failed)::bigint,
-       sum(verdict_own)::bigint, sum(verdict_propagated)::bigint, sum(verdict_coincidental)::bigint
+SELECT service, operation, `+both("served", "failed", "verdict_own", "verdict_propagated", "verdict_coincidental")+`,
+       sum(extrapolated)::bigint
 FROM operation_stats WHERE bucket >= $1 AND bucket < $2
 GROUP BY service, operation
 ORDER BY service, operation`, from, to)
@@ -61,7 +80,10 @@ ORDER BY service, operation`, from, to)
 		}
 		t.Operations, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (OperationTraffic, error) {
 			var o OperationTraffic
-			err := r.Scan(&o.Service, &o.Operation, &o.Served, &o.Failed, &o.Own, &o.Propagated, &o.Coincidental)
+			var extrapolated int64
+			err := r.Scan(&o.Service, &o.Operation, &o.Served, &o.Failed, &o.Own, &o.Propagated, &o.Coincidental,
+				&o.Seen.Served, &o.Seen.Failed, &o.Seen.Own, &o.Seen.Propagated, &o.Seen.Coincidental, &extrapolated)
+			o.Sampling = samplingOf(o.Seen.Served, extrapolated)
 			return o, err
 		})
 		if err != nil {
@@ -69,9 +91,9 @@ ORDER BY service, operation`, from, to)
 		}
 		rows, err = tx.Query(ctx, `
 SELECT service, operation, peer_service, peer_operation,
-       sum(calls)::bigint, sum(failed_calls)::bigint, sum(attempts)::bigint, sum(retries)::bigint,
-       sum(failed_alone)::bigint, sum(failed_alone_request_failed)::bigint,
-       sum(calls - failed_calls)::bigint, sum(call_ok_request_failed)::bigint
+       `+both("calls", "failed_calls", "attempts", "retries")+`, sum(extrapolated)::bigint,
+       `+est("failed_alone")+`, `+est("failed_alone_request_failed")+`, sum(failed_alone)::bigint,
+       `+est("call_ok_request_failed")+`
 FROM edge_stats WHERE bucket >= $1 AND bucket < $2
 GROUP BY service, operation, peer_service, peer_operation
 ORDER BY service, operation, peer_service, peer_operation`, from, to)
@@ -80,12 +102,16 @@ ORDER BY service, operation, peer_service, peer_operation`, from, to)
 		}
 		t.Edges, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (EdgeTraffic, error) {
 			var e EdgeTraffic
-			var failed, failedReqFailed, ok, okReqFailed int64
+			var extrapolated, samples int64
+			var failed, failedReqFailed, okReqFailed float64
 			err := r.Scan(&e.Service, &e.Operation, &e.PeerService, &e.PeerOperation,
-				&e.Calls, &e.FailedCalls, &e.Attempts, &e.Retries, &failed, &failedReqFailed, &ok, &okReqFailed)
+				&e.Calls, &e.FailedCalls, &e.Attempts, &e.Retries,
+				&e.Seen.Calls, &e.Seen.FailedCalls, &e.Seen.Attempts, &e.Seen.Retries, &extrapolated,
+				&failed, &failedReqFailed, &samples, &okReqFailed)
+			e.Sampling = samplingOf(e.Seen.Calls, extrapolated)
 			e.Estimate = cfg.Judge(dependencyanalysis.EdgeCounts{
-				Failed: float64(failed), FailedRequestFailed: float64(failedReqFailed), Samples: float64(failed),
-				OK: float64(ok), OKRequestFailed: float64(okReqFailed),
+				Failed: failed, FailedRequestFailed: failedReqFailed, Samples: float64(samples),
+				OK: e.Calls - e.FailedCalls, OKRequestFailed: okReqFailed,
 			})
 			return e, err
 		})

@@ -179,6 +179,7 @@ func testTwoWriters(t *testing.T, copyThreshold int) {
 	add := func(seed uint64, bucket time.Time) {
 		b := newBuilder(names)
 		randomStats(b, seed, bucket)
+		countedEstimates(b.s)
 		if union[bucket] == nil {
 			union[bucket] = dependencyanalysis.NewStats()
 		}

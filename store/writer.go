@@ -232,7 +232,7 @@ func (w *Writer) Enqueue(f Flush) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if countRows(f.Stats) == 0 {
+	if countRows(f.Stats) == 0 && f.Stats.Traces == 0 {
 		return
 	}
 	if f.Instance == "" {
@@ -243,7 +243,7 @@ func (w *Writer) Enqueue(f Flush) {
 	w.stats.AuditDropped += uint64(b.auditDropped)
 	w.stats.NamesCut += uint64(b.namesCut)
 	n := b.rows()
-	if n == 0 {
+	if b.empty() {
 		return // a correction that changes nothing
 	}
 	// The flush being written is held too, and may be for as long as

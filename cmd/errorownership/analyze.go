@@ -9,8 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -535,7 +535,7 @@ func (rep *report) writeTable(w io.Writer, maxVerdicts int) error {
 	section := func(title, header string) {
 		fmt.Fprintf(tw, "\n%s\n%s\n", title, header)
 	}
-	fmt.Fprintln(tw, "Figures are estimates of all traffic, each trace weighing its adjusted count, with the count seen in parentheses.")
+	fmt.Fprintln(tw, "Figures are estimates of all traffic, each trace weighing its adjusted count; where they were extrapolated, the count seen is beside them.")
 	section("VERDICTS", "TRACE\tSPAN\tSERVICE\tOPERATION\tVERDICT\tWEIGHT\tSAMPLING\tREASON\tCLAIM SENT\tEXPECTED\tFAILED CALLS")
 	for i, v := range rep.verdicts {
 		if maxVerdicts > 0 && i == maxVerdicts {
@@ -612,15 +612,14 @@ func (rep *report) writeTable(w io.Writer, maxVerdicts int) error {
 	return tw.Flush()
 }
 
-// figure prints an estimate to two places at most: 4, 39.99, 0.5.
-func figure(f float64) string {
-	s := strconv.FormatFloat(f, 'f', 2, 64)
-	s = strings.TrimRight(s, "0")
-	return strings.TrimSuffix(s, ".")
+// seen prints an estimate with the count seen beside it where the two
+// differ, as the store's readers do (figureSeen): "40 (4 seen)".
+func seen(est float64, n uint64) string {
+	if math.Abs(est-float64(n)) < 1e-6 {
+		return figure(est)
+	}
+	return fmt.Sprintf("%s (%d seen)", figure(est), n)
 }
-
-// seen prints an estimate with the count seen beside it: "40 (4)".
-func seen(est float64, n uint64) string { return fmt.Sprintf("%s (%d)", figure(est), n) }
 
 // ratioOf is a/b, 0 when b is 0.
 func ratioOf(a, b float64) float64 {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"regexp"
 	"slices"
@@ -139,7 +140,7 @@ func (o *auditOptions) run(cmd *cobra.Command) error {
 		var above []string
 		for _, g := range groups {
 			if g.Failed > 0 && g.Share() > *limit {
-				above = append(above, fmt.Sprintf("%s with %s: %.1f%% of %d failed requests", g.Service, g.PeerService, 100*g.Share(), g.Failed))
+				above = append(above, fmt.Sprintf("%s with %s: %.1f%% of %s failed requests", g.Service, g.PeerService, 100*g.Share(), figure(g.Failed)))
 			}
 		}
 		if len(above) > 0 {
@@ -180,22 +181,32 @@ func (o *auditOptions) checkNames(ctx context.Context, st *store.Store) error {
 	return nil
 }
 
-// auditGroupLine is a grouped row as JSON and CSV write it.
+// auditGroupLine is a grouped row as JSON and CSV write it. The figures
+// are estimates of all traffic (each audit entry weighing its trace's
+// adjusted count), the counts seen beside them in the _seen fields.
 type auditGroupLine struct {
-	Service      string `json:"service"`
-	Dependency   string `json:"dependency"`
-	Coincidental int64  `json:"coincidental"`
+	Service      string  `json:"service"`
+	Dependency   string  `json:"dependency"`
+	Coincidental float64 `json:"coincidental"`
 	// Share is Coincidental over ServiceFailed, null without failed requests.
-	Share               *float64 `json:"share"`
-	ServiceFailed       int64    `json:"service_failed"`
-	ServiceCoincidental int64    `json:"service_coincidental"`
-	First               string   `json:"first"`
-	Last                string   `json:"last"`
+	Share                   *float64 `json:"share"`
+	ServiceFailed           float64  `json:"service_failed"`
+	ServiceCoincidental     float64  `json:"service_coincidental"`
+	First                   string   `json:"first"`
+	Last                    string   `json:"last"`
+	CoincidentalSeen        int64    `json:"coincidental_seen"`
+	ServiceFailedSeen       int64    `json:"service_failed_seen"`
+	ServiceCoincidentalSeen int64    `json:"service_coincidental_seen"`
+	// Sampling is how the audit entries were counted: counted,
+	// extrapolated or mixed.
+	Sampling string `json:"sampling"`
 }
 
 func groupLine(g *store.AuditGroup) auditGroupLine {
 	l := auditGroupLine{Service: g.Service, Dependency: g.PeerService, Coincidental: g.Audited,
-		ServiceFailed: g.Failed, ServiceCoincidental: g.Coincidental, First: stamp(g.First), Last: stamp(g.Last)}
+		ServiceFailed: g.Failed, ServiceCoincidental: g.Coincidental, First: stamp(g.First), Last: stamp(g.Last),
+		CoincidentalSeen: g.Seen.Audited, ServiceFailedSeen: g.Seen.Failed, ServiceCoincidentalSeen: g.Seen.Coincidental,
+		Sampling: g.Sampling.String()}
 	if g.Failed > 0 {
 		s := g.Share()
 		l.Share = &s
@@ -217,15 +228,18 @@ func (o *auditOptions) writeGroups(w io.Writer, groups []store.AuditGroup) error
 		}{stamp(o.filter.From), stamp(o.filter.To), lines})
 	case "csv":
 		cw := csv.NewWriter(w)
-		_ = cw.Write([]string{"service", "dependency", "coincidental", "share", "service_failed", "service_coincidental", "first", "last"})
+		_ = cw.Write([]string{"service", "dependency", "coincidental", "share", "service_failed", "service_coincidental", "first", "last",
+			"coincidental_seen", "service_failed_seen", "service_coincidental_seen", "sampling"})
 		for i := range groups {
 			l := groupLine(&groups[i])
 			share := ""
 			if l.Share != nil {
 				share = strconv.FormatFloat(*l.Share, 'f', -1, 64)
 			}
-			_ = cw.Write([]string{l.Service, l.Dependency, strconv.FormatInt(l.Coincidental, 10), share,
-				strconv.FormatInt(l.ServiceFailed, 10), strconv.FormatInt(l.ServiceCoincidental, 10), l.First, l.Last})
+			_ = cw.Write([]string{l.Service, l.Dependency, strconv.FormatFloat(l.Coincidental, 'f', -1, 64), share,
+				strconv.FormatFloat(l.ServiceFailed, 'f', -1, 64), strconv.FormatFloat(l.ServiceCoincidental, 'f', -1, 64), l.First, l.Last,
+				strconv.FormatInt(l.CoincidentalSeen, 10), strconv.FormatInt(l.ServiceFailedSeen, 10),
+				strconv.FormatInt(l.ServiceCoincidentalSeen, 10), l.Sampling})
 		}
 		cw.Flush()
 		return cw.Error()
@@ -236,7 +250,7 @@ func (o *auditOptions) writeGroups(w io.Writer, groups []store.AuditGroup) error
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVICE\tDEPENDENCY\tCOINCIDENTAL\tOF FAILED\tSHARE\tFIRST\tLAST")
+	fmt.Fprintln(tw, "SERVICE\tDEPENDENCY\tCOINCIDENTAL\tOF FAILED\tSHARE\tSAMPLING\tFIRST\tLAST")
 	audited := map[string]int64{}
 	for i := range groups {
 		g := &groups[i]
@@ -244,8 +258,9 @@ func (o *auditOptions) writeGroups(w io.Writer, groups []store.AuditGroup) error
 		if g.Failed > 0 {
 			share = fmt.Sprintf("%.1f%%", 100*g.Share())
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", g.Service, g.PeerService, g.Audited, g.Failed, share, stamp(g.First), stamp(g.Last))
-		audited[g.Service] += g.Audited
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Service, g.PeerService, figureSeen(g.Audited, g.Seen.Audited),
+			figureSeen(g.Failed, g.Seen.Failed), share, g.Sampling, stamp(g.First), stamp(g.Last))
+		audited[g.Service] += g.Seen.Audited
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -253,9 +268,11 @@ func (o *auditOptions) writeGroups(w io.Writer, groups []store.AuditGroup) error
 	if o.filter.PeerService == "" {
 		for i := range groups {
 			g := &groups[i]
-			if n := audited[g.Service]; n < g.Coincidental {
-				fmt.Fprintf(w, "(%s: %d coincidental errors, %d in the audit log, which keeps at most store.audit_per_service_per_minute a minute)\n", g.Service, g.Coincidental, n)
-				audited[g.Service] = g.Coincidental // once per service
+			// Entries seen against requests seen: the log's bound is
+			// on entries, whatever they weigh.
+			if n := audited[g.Service]; n < g.Seen.Coincidental {
+				fmt.Fprintf(w, "(%s: %d coincidental errors, %d in the audit log, which keeps at most store.audit_per_service_per_minute a minute)\n", g.Service, g.Seen.Coincidental, n)
+				audited[g.Service] = g.Seen.Coincidental // once per service
 			}
 		}
 	}
@@ -286,7 +303,10 @@ type auditErrorLine struct {
 	DependencyOperation string `json:"dependency_operation"`
 	ClaimSent           string `json:"claim_sent"`
 	ClaimExpected       string `json:"claim_expected"`
-	Link                string `json:"link,omitempty"`
+	// Weight is the adjusted count of the error's trace: how many
+	// coincidental errors of all traffic the entry stands for.
+	Weight float64 `json:"weight"`
+	Link   string  `json:"link,omitempty"`
 }
 
 func (o *auditOptions) writeDetail(ctx context.Context, cmd *cobra.Command, st *store.Store, link func(*store.AuditRecord) string) error {
@@ -308,7 +328,7 @@ func (o *auditOptions) writeDetail(ctx context.Context, cmd *cobra.Command, st *
 		r := &recs[i]
 		lines[i] = auditErrorLine{Time: r.Time.Format(time.RFC3339Nano), TraceID: r.TraceID, SpanID: r.SpanID,
 			Service: r.Service, Operation: r.Operation, Dependency: r.PeerService, DependencyOperation: r.PeerOperation,
-			ClaimSent: r.ClaimSent.String(), ClaimExpected: r.ClaimExpected.String()}
+			ClaimSent: r.ClaimSent.String(), ClaimExpected: r.ClaimExpected.String(), Weight: r.Weight}
 		if link != nil {
 			lines[i].Link = link(r)
 		}
@@ -324,9 +344,10 @@ func (o *auditOptions) writeDetail(ctx context.Context, cmd *cobra.Command, st *
 		}{stamp(o.filter.From), stamp(o.filter.To), lines, truncated})
 	case "csv":
 		cw := csv.NewWriter(w)
-		_ = cw.Write([]string{"time", "trace_id", "span_id", "service", "operation", "dependency", "dependency_operation", "claim_sent", "claim_expected", "link"})
+		_ = cw.Write([]string{"time", "trace_id", "span_id", "service", "operation", "dependency", "dependency_operation", "claim_sent", "claim_expected", "link", "weight"})
 		for _, l := range lines {
-			_ = cw.Write([]string{l.Time, l.TraceID, l.SpanID, l.Service, l.Operation, l.Dependency, l.DependencyOperation, l.ClaimSent, l.ClaimExpected, l.Link})
+			_ = cw.Write([]string{l.Time, l.TraceID, l.SpanID, l.Service, l.Operation, l.Dependency, l.DependencyOperation, l.ClaimSent, l.ClaimExpected, l.Link,
+				strconv.FormatFloat(l.Weight, 'f', -1, 64)})
 		}
 		cw.Flush()
 		return cw.Error()
@@ -337,7 +358,7 @@ func (o *auditOptions) writeDetail(ctx context.Context, cmd *cobra.Command, st *
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	header := "TIME\tTRACE ID\tSPAN ID\tSERVICE\tOPERATION\tDEPENDENCY\tDEPENDENCY OPERATION\tCLAIM SENT"
+	header := "TIME\tTRACE ID\tSPAN ID\tSERVICE\tOPERATION\tDEPENDENCY\tDEPENDENCY OPERATION\tCLAIM SENT\tWEIGHT"
 	if link != nil {
 		header += "\tLINK"
 	}
@@ -345,7 +366,7 @@ func (o *auditOptions) writeDetail(ctx context.Context, cmd *cobra.Command, st *
 	for i, l := range lines {
 		// Milliseconds, always written, so that the column lines up.
 		at := recs[i].Time.Format("2006-01-02T15:04:05.000Z07:00")
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", at, l.TraceID, l.SpanID, l.Service, l.Operation, l.Dependency, l.DependencyOperation, l.ClaimSent)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", at, l.TraceID, l.SpanID, l.Service, l.Operation, l.Dependency, l.DependencyOperation, l.ClaimSent, figure(l.Weight))
 		if link != nil {
 			fmt.Fprintf(tw, "\t%s", l.Link)
 		}
@@ -412,4 +433,22 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// figure writes an estimate of all traffic: a whole number as such (every
+// counted figure is one), else to two decimal places.
+func figure(v float64) string {
+	if r := math.Round(v); math.Abs(v-r) < 1e-6 {
+		return strconv.FormatFloat(r, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+// figureSeen writes an estimate with the count seen beside it where the
+// two differ: where the figure was extrapolated from sampled traces.
+func figureSeen(est float64, seen int64) string {
+	if math.Abs(est-float64(seen)) < 1e-6 {
+		return figure(est)
+	}
+	return fmt.Sprintf("%s (%d seen)", figure(est), seen)
 }

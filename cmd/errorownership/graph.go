@@ -137,8 +137,9 @@ type serviceGraph struct {
 type graphNode struct {
 	Service string
 	// Measured: requests served and failed, the failed ones by whether the
-	// service owned them (own, coincidental) or passed them on.
-	Served, Failed, Owned, Propagated int64
+	// service owned them (own, coincidental) or passed them on; estimates
+	// of all traffic (store.OperationTraffic).
+	Served, Failed, Owned, Propagated float64
 	// Declared (a topology): the fault rate.
 	FaultRate float64
 	Declared  bool
@@ -148,8 +149,9 @@ type graphEdge struct {
 	From, To string
 	// Mode is the edge's mode, or "mixed" when the operations between the
 	// two services have different ones.
-	Mode               string
-	Calls, FailedCalls int64
+	Mode string
+	// Calls and FailedCalls are estimates of all traffic.
+	Calls, FailedCalls float64
 	Declared           bool
 }
 
@@ -295,8 +297,8 @@ func (n *graphNode) lines() []string {
 	if n.Served == 0 {
 		return []string{n.Service, "no statistics of its own"}
 	}
-	return []string{n.Service, fmt.Sprintf("served %d, failed %d", n.Served, n.Failed),
-		fmt.Sprintf("owned %d, propagated %d", n.Owned, n.Propagated)}
+	return []string{n.Service, fmt.Sprintf("served %s, failed %s", figure(n.Served), figure(n.Failed)),
+		fmt.Sprintf("owned %s, propagated %s", figure(n.Owned), figure(n.Propagated))}
 }
 
 func (e *graphEdge) label() string {
@@ -305,9 +307,9 @@ func (e *graphEdge) label() string {
 	}
 	failed := 0.0
 	if e.Calls > 0 {
-		failed = 100 * float64(e.FailedCalls) / float64(e.Calls)
+		failed = 100 * e.FailedCalls / e.Calls
 	}
-	return fmt.Sprintf("%s\n%d calls, %.1f%% failed", e.Mode, e.Calls, failed)
+	return fmt.Sprintf("%s\n%s calls, %.1f%% failed", e.Mode, figure(e.Calls), failed)
 }
 
 // legend says what the colours mean, under the drawing.

@@ -186,7 +186,7 @@ func waitWritten(t *testing.T, ctx context.Context, dsn, service string, served 
 		counted := int64(0)
 		for _, a := range amp {
 			if a.Service == service {
-				counted = a.Served
+				counted = a.Seen.Served
 			}
 		}
 		if counted == served {

@@ -184,11 +184,14 @@ type simulatedFigures struct {
 }
 
 type measuredNow struct {
-	RootRequests    int64              `json:"root_requests"`
-	Served          map[string]float64 `json:"served_per_root"`
-	Availability    float64            `json:"availability"`
-	StormRadiusMax  int                `json:"storm_radius_max"`
-	StormRadiusMean float64            `json:"storm_radius_mean"`
+	// RootRequests is the estimate of all traffic's root requests;
+	// RootRequestsSeen the root requests the traces seen hold.
+	RootRequests     float64            `json:"root_requests"`
+	RootRequestsSeen int64              `json:"root_requests_seen"`
+	Served           map[string]float64 `json:"served_per_root"`
+	Availability     float64            `json:"availability"`
+	StormRadiusMax   int                `json:"storm_radius_max"`
+	StormRadiusMean  float64            `json:"storm_radius_mean"`
 }
 
 func (o *whatifOptions) run(cmd *cobra.Command) error {
@@ -319,7 +322,7 @@ func (o *whatifOptions) fromStore(ctx context.Context, fs *pflag.FlagSet) (*simu
 	m, notes := measuredModel(traffic, root.RootService, root.RootOperation)
 	rep := &whatifReport{Source: fmt.Sprintf("the store, %s to %s", stamp(from), stamp(to)),
 		Root: root.RootService + " " + root.RootOperation, Notes: notes}
-	now := &measuredNow{RootRequests: root.Requests, Served: map[string]float64{},
+	now := &measuredNow{RootRequests: root.Requests, RootRequestsSeen: root.Seen.Requests, Served: map[string]float64{},
 		StormRadiusMax: root.StormRadiusMax, StormRadiusMean: root.StormRadiusMean}
 	served, err := st.ServedPerRoot(ctx, from, to)
 	if err != nil {
@@ -332,7 +335,7 @@ func (o *whatifOptions) fromStore(ctx context.Context, fs *pflag.FlagSet) (*simu
 	}
 	for _, op := range traffic.Operations {
 		if op.Service == root.RootService && op.Operation == root.RootOperation && op.Served > 0 {
-			now.Availability = 1 - float64(op.Failed)/float64(op.Served)
+			now.Availability = 1 - op.Failed/op.Served
 		}
 	}
 	rep.Now = now
@@ -385,18 +388,18 @@ func nodeName(service, operation string) string { return service + " " + operati
 func measuredModel(t *store.Traffic, rootService, rootOp string) (*simulation.Model, []string) {
 	m := &simulation.Model{Root: nodeName(rootService, rootOp)}
 	index := map[string]int{}
-	served := map[string]int64{}
+	served := map[string]float64{} // estimates: rates are ratios of them
 	for _, op := range t.Operations {
 		name := nodeName(op.Service, op.Operation)
 		n := simulation.ModelNode{Name: name, Service: op.Service}
 		if reached := op.Served - op.Propagated; reached > 0 {
-			n.OwnRate = math.Min(1, float64(op.Own+op.Coincidental)/float64(reached))
+			n.OwnRate = math.Min(1, (op.Own+op.Coincidental)/reached)
 		}
 		index[name] = len(m.Nodes)
 		served[name] = op.Served
 		m.Nodes = append(m.Nodes, n)
 	}
-	type attempts struct{ failed, all int64 }
+	type attempts struct{ failed, all float64 }
 	uninstrumented := map[string]*attempts{}
 	var notes []string
 	for _, e := range t.Edges {
@@ -419,11 +422,11 @@ func measuredModel(t *store.Traffic, rootService, rootOp string) (*simulation.Mo
 			a.all += e.Attempts
 		}
 		m.Nodes[i].Calls = append(m.Nodes[i].Calls, simulation.ModelCall{Callee: callee,
-			PerRequest: float64(e.Calls) / float64(served[caller]), Tolerated: e.Mode == ownership.ModeFailOpen})
+			PerRequest: e.Calls / served[caller], Tolerated: e.Mode == ownership.ModeFailOpen})
 	}
 	for name, a := range uninstrumented {
 		if a.all > 0 {
-			m.Nodes[index[name]].OwnRate = math.Min(1, float64(a.failed)/float64(a.all))
+			m.Nodes[index[name]].OwnRate = math.Min(1, a.failed/a.all)
 		}
 	}
 	slices.Sort(notes)
@@ -483,7 +486,7 @@ func (rep *whatifReport) writeTable(w io.Writer) error {
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "POLICY\tAVAILABILITY\tSTORM RADIUS\t")
 	if n := rep.Now; n != nil {
-		fmt.Fprintf(tw, "now (measured, %d root requests)\t%.3f%%\t%d (mean %.2f)\t\n", n.RootRequests, 100*n.Availability, n.StormRadiusMax, n.StormRadiusMean)
+		fmt.Fprintf(tw, "now (measured, %s root requests)\t%.3f%%\t%d (mean %.2f)\t\n", figureSeen(n.RootRequests, n.RootRequestsSeen), 100*n.Availability, n.StormRadiusMax, n.StormRadiusMean)
 	}
 	for _, p := range rep.Policies {
 		fmt.Fprintf(tw, "%s\t%.3f%%", p.Policy, 100*p.Availability)

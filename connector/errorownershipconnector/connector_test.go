@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/errorownership/errorownership/dependencyanalysis"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor"
 )
 
@@ -27,7 +29,7 @@ import (
 // failing: the requests each service serves per root request, by depth.
 var chainServed = []struct {
 	service string
-	perRoot int64
+	perRoot float64
 }{{"a", 1}, {"b", 2}, {"c", 4}, {"d", 8}, {"e", 8}, {"f", 8}, {"g", 8}}
 
 // TestChainFigures feeds the chain of docs/design.md §1 under one retry at
@@ -50,20 +52,20 @@ func TestChainFigures(t *testing.T) {
 
 			root := []string{AttrRootService + "=a", AttrRootOperation + "=GET /a"}
 			roots := f.sum("errorownership.root.requests", root...)
-			require.Equal(t, int64(10), roots, "root requests\n%s", f)
+			require.Equal(t, float64(10), roots, "root requests\n%s", f)
 			for depth, want := range chainServed {
 				served := f.sum("errorownership.root.served", append(root, AttrDepth+"="+strconv.Itoa(depth), AttrServiceName+"="+want.service)...)
 				assert.Equal(t, want.perRoot*roots, served, "%s at depth %d", want.service, depth)
 			}
-			for svc, want := range map[string]int64{"a": 10, "b": 20, "c": 40} {
+			for svc, want := range map[string]float64{"a": 10, "b": 20, "c": 40} {
 				assert.Equal(t, want, f.sum("errorownership.requests.failed", AttrServiceName+"="+svc, AttrVerdict+"=propagated", AttrClaim+"=missing"), svc)
 			}
-			assert.Equal(t, int64(80), f.sum("errorownership.requests.failed", AttrServiceName+"=d", AttrVerdict+"=own", AttrClaim+"=missing"))
-			assert.Equal(t, int64(150), f.sum("errorownership.requests.failed"), "every failed request once")
-			assert.Equal(t, int64(40), f.sum("errorownership.requests.retried", AttrServiceName+"=d"), "d's retries received")
-			assert.Equal(t, int64(30), f.sum("errorownership.root.storm_hops", root...), "radius 3 for each root request")
-			assert.Equal(t, int64(3), f.sum("errorownership.root.storm_radius", root...), "the largest radius")
-			assert.Equal(t, int64(40), f.sum("errorownership.calls.retries", AttrServiceName+"=c", AttrPeerService+"=d"), "c's retries to d")
+			assert.Equal(t, float64(80), f.sum("errorownership.requests.failed", AttrServiceName+"=d", AttrVerdict+"=own", AttrClaim+"=missing"))
+			assert.Equal(t, float64(150), f.sum("errorownership.requests.failed"), "every failed request once")
+			assert.Equal(t, float64(40), f.sum("errorownership.requests.retried", AttrServiceName+"=d"), "d's retries received")
+			assert.Equal(t, float64(30), f.sum("errorownership.root.storm_hops", root...), "radius 3 for each root request")
+			assert.Equal(t, float64(3), f.sum("errorownership.root.storm_radius", root...), "the largest radius")
+			assert.Equal(t, float64(40), f.sum("errorownership.calls.retries", AttrServiceName+"=c", AttrPeerService+"=d"), "c's retries to d")
 			assert.Zero(t, f.sum("errorownership.requests.correctly_claimed"), "no service sent a claim")
 
 			// Cumulative points share the connector's start; delta ones
@@ -78,24 +80,35 @@ func TestChainFigures(t *testing.T) {
 // TestTemporality: cumulative points carry the running total from the
 // connector's start, delta points what happened since the series' last
 // point; a new series' first point is 0 in both, so that Prometheus'
-// increase() counts its first figures.
+// increase() counts its first figures. A sampled trace's figures go to the
+// extrapolated series by its adjusted count, in either temporality.
 func TestTemporality(t *testing.T) {
+	weight := dependencyanalysis.SamplingOf(tenPercent, pcommon.TraceID{}, 0).Weight()
 	for _, tc := range []struct {
 		temporality string
+		sampled     bool
 		// want is the value of d's served series in three emissions: a
-		// trace, another, none.
-		want    [3]int64
+		// trace, another, none; the trace's 8 requests each by its weight.
+		want    [3]float64
 		restart bool // each point starts where the last ended
 	}{
-		{Cumulative, [3]int64{0, 16, 16}, false},
-		{Delta, [3]int64{0, 16, 0}, true},
+		{Cumulative, false, [3]float64{0, 16, 16}, false},
+		{Delta, false, [3]float64{0, 16, 0}, true},
+		{Cumulative, true, [3]float64{0, 16 * weight, 16 * weight}, false},
+		{Delta, true, [3]float64{0, 16 * weight, 0}, true},
 	} {
-		t.Run(tc.temporality, func(t *testing.T) {
+		method := dependencyanalysis.SamplingCounted
+		traces := scenarioTraces(t, "chain_retry_every_hop")[:1]
+		if tc.sampled {
+			method = dependencyanalysis.SamplingExtrapolated
+			traces = withTraceState(traces, tenPercent, func(pcommon.TraceID) bool { return true })
+		}
+		t.Run(tc.temporality+"/"+method.String(), func(t *testing.T) {
 			cfg := testConfig(func(c *Config) { c.AggregationTemporality = tc.temporality })
 			now := time.Unix(1_800_000_000, 0)
 			acc := newAccumulator(cfg, func() time.Time { return now })
-			bucket := analysed(t, scenarioTraces(t, "chain_retry_every_hop")[:1])
-			var got [3]int64
+			bucket := analysed(t, traces)
+			var got [3]float64
 			var starts, times [3]pcommon.Timestamp
 			for i := range got {
 				if i < 2 {
@@ -104,19 +117,20 @@ func TestTemporality(t *testing.T) {
 				now = now.Add(time.Minute)
 				md, _ := acc.emit(false)
 				f := readFigures(t, []pmetric.Metrics{md})
-				p := f["errorownership.requests.served"][seriesKey(AttrServiceName, "d", AttrOperation, "GET /d")]
+				require.Empty(t, f.sum("errorownership.requests.served", AttrSamplingMethod+"="+methods[1-method]), "the other method's series")
+				p := f["errorownership.requests.served"][seriesKey(AttrServiceName, "d", AttrOperation, "GET /d", AttrSamplingMethod, method.String())]
 				if p != nil {
 					got[i], starts[i], times[i] = p.value, p.start, p.time
 				}
 			}
 			// The 0 first point, then the two traces' 8 + 8.
-			assert.Equal(t, tc.want[:2], got[:2])
+			assert.InDeltaSlice(t, tc.want[:2], got[:2], 1e-9)
 			if tc.restart {
 				assert.Equal(t, times[0], starts[1], "a delta point starts where the last ended")
 				assert.Equal(t, pcommon.Timestamp(0), times[2], "an idle delta series sends no point")
 			} else {
 				assert.Equal(t, starts[0], starts[2], "cumulative points share their start")
-				assert.Equal(t, tc.want[2], got[2])
+				assert.InDelta(t, tc.want[2], got[2], 1e-9)
 			}
 		})
 	}
@@ -126,28 +140,54 @@ func TestTemporality(t *testing.T) {
 // operation names, another a few: the flood stays within
 // max_series_per_service, the rest of its figures counted in its overflow
 // series and in series_overflowed, and the other service keeps its series.
-// A flood of service names stays within max_series_per_metric.
+// A flood of service names stays within max_series_per_metric. With every
+// other trace sampled, each sampling method's series counts against the
+// bounds, and each method has its overflow series.
 func TestFloodOfOperationNames(t *testing.T) {
+	weight := dependencyanalysis.SamplingOf(tenPercent, pcommon.TraceID{}, 0).Weight()
+	overflow := func(svc string, methods ...string) []string {
+		var keys []string
+		for _, m := range methods {
+			if svc == "" {
+				keys = append(keys, seriesKey(AttrSamplingMethod, m, AttrOverflow, "true"))
+			} else {
+				keys = append(keys, seriesKey(AttrServiceName, svc, AttrSamplingMethod, m, AttrOverflow, "true"))
+			}
+		}
+		return keys
+	}
 	tests := []struct {
 		name             string
 		services, ops    int
 		perMetric, perSv int
+		// sampled: the flood's odd trace IDs are sampled at 10 %.
+		sampled bool
 		// wantSeries is the bound a metric's series stay within; wantOverflow
 		// the figures folded, by bound, and where.
 		wantSeries        int
 		wantOverflowBound string
 		wantOverflowed    int64
-		overflowKey       string
+		overflowKeys      []string
 	}{
 		{
 			name: "distinct operation names", services: 1, ops: 10_000, perMetric: 1000, perSv: 100,
 			wantSeries: 100 + 1 + 2, wantOverflowBound: "max_series_per_service", wantOverflowed: 10_000 - 100,
-			overflowKey: seriesKey(AttrServiceName, "flood", AttrOverflow, "true"),
+			overflowKeys: overflow("flood", "counted"),
 		},
 		{
 			name: "distinct service names", services: 5000, ops: 1, perMetric: 500, perSv: 100,
 			wantSeries: 500 + 1, wantOverflowBound: "max_series_per_metric", wantOverflowed: 5000 + 2 - 500,
-			overflowKey: seriesKey(AttrOverflow, "true"),
+			overflowKeys: overflow("", "counted"),
+		},
+		{
+			name: "distinct operation names, every other trace sampled", services: 1, ops: 10_000, perMetric: 1000, perSv: 100, sampled: true,
+			wantSeries: 100 + 2 + 2, wantOverflowBound: "max_series_per_service", wantOverflowed: 10_000 - 100,
+			overflowKeys: overflow("flood", "counted", "extrapolated"),
+		},
+		{
+			name: "distinct service names, every other trace sampled", services: 5000, ops: 1, perMetric: 500, perSv: 100, sampled: true,
+			wantSeries: 500 + 2, wantOverflowBound: "max_series_per_metric", wantOverflowed: 5000 + 2 - 500,
+			overflowKeys: overflow("", "counted", "extrapolated"),
 		},
 	}
 	for _, tc := range tests {
@@ -166,24 +206,39 @@ func TestFloodOfOperationNames(t *testing.T) {
 			for i := range tc.ops {
 				ops = append(ops, fmt.Sprintf("GET /item/%d", i))
 			}
+			odd := func(id pcommon.TraceID) bool { return tc.sampled && id[15]%2 == 1 }
 			for s := range tc.services {
 				svc := "flood"
 				if tc.services > 1 {
 					svc = fmt.Sprintf("svc-%05d", s)
 				}
-				require.NoError(t, c.ConsumeTraces(context.Background(), failedRequests(svc, ops, uint64(10+s*tc.ops))))
+				td := withTraceState([]ptrace.Traces{failedRequests(svc, ops, uint64(10+s*tc.ops))}, tenPercent, odd)[0]
+				require.NoError(t, c.ConsumeTraces(context.Background(), td))
 			}
 			require.NoError(t, c.Shutdown(context.Background()))
 			f := readFigures(t, sink.AllMetrics())
 
 			served := f["errorownership.requests.served"]
 			assert.LessOrEqual(t, len(served), tc.wantSeries, "series of requests.served")
-			assert.Equal(t, int64(tc.services*tc.ops+2), f.sum("errorownership.requests.served"), "every request counted, in its series or the overflow")
-			require.Contains(t, served, tc.overflowKey)
+			flood := float64(tc.services * tc.ops)
+			want := 2 + flood
+			if tc.sampled {
+				want = 2 + flood/2 + flood/2*weight
+			}
+			assert.InEpsilon(t, want, f.sum("errorownership.requests.served"), 1e-12, "every request counted, in its series or the overflow")
+			var overflowed float64 // requests, each once
+			for _, k := range tc.overflowKeys {
+				require.Contains(t, served, k)
+				if strings.Contains(k, "=extrapolated") {
+					overflowed += served[k].value / weight
+				} else {
+					overflowed += served[k].value
+				}
+			}
 			if tc.services == 1 {
-				assert.Equal(t, int64(tc.ops-tc.perSv), served[tc.overflowKey].value, "the flood's requests past the bound")
+				assert.InDelta(t, float64(tc.ops-tc.perSv), overflowed, 1e-6, "the flood's requests past the bound")
 				for _, op := range []string{"GET /a", "GET /b"} {
-					assert.Contains(t, served, seriesKey(AttrServiceName, "steady", AttrOperation, op), "the steady service keeps its series")
+					assert.Contains(t, served, seriesKey(AttrServiceName, "steady", AttrOperation, op, AttrSamplingMethod, "counted"), "the steady service keeps its series")
 				}
 			}
 			for name, ss := range f {
@@ -192,8 +247,8 @@ func TestFloodOfOperationNames(t *testing.T) {
 			got := telemetryCount(t, tt, "series_overflowed", attribute.String("connector", "errorownership"),
 				attribute.String("metric", "errorownership.requests.served"), attribute.String("bound", tc.wantOverflowBound))
 			assert.Equal(t, tc.wantOverflowed, got, "series_overflowed")
-			t.Logf("%d services × %d operations: %d series of requests.served, %d requests in its overflow series; series_overflowed %d",
-				tc.services, tc.ops, len(served), served[tc.overflowKey].value, got)
+			t.Logf("%d services × %d operations: %d series of requests.served, %.0f requests in its overflow series; series_overflowed %d",
+				tc.services, tc.ops, len(served), overflowed, got)
 		})
 	}
 }
@@ -321,7 +376,7 @@ func TestBesideTheProcessor(t *testing.T) {
 	require.NoError(t, own.Shutdown(ctx))
 	got, want := readFigures(t, beside.AllMetrics()), readFigures(t, alone.AllMetrics())
 	require.NotEmpty(t, want)
-	assert.Equal(t, int64(80), got.sum("errorownership.root.served", AttrServiceName+"=d"))
+	assert.Equal(t, float64(80), got.sum("errorownership.root.served", AttrServiceName+"=d"))
 	for name := range want {
 		for k, p := range want[name] {
 			require.Contains(t, got[name], k, name)

@@ -63,13 +63,13 @@ func newAccumulator(cfg *Config, now func() time.Time) *accumulator {
 }
 
 // Counted keeps the trace of a propagated or coincidental failure for the
-// exemplars of its series' next point, the latest ones when there are
-// more than a point takes.
+// exemplars of its series' next point — the series of its trace's sampling
+// method — the latest ones when there are more than a point takes.
 func (a *accumulator) Counted(v *figures.Verdict) {
 	if a.exemplars == 0 || (v.Kind != dependencyanalysis.VerdictPropagated && v.Kind != dependencyanalysis.VerdictCoincidental) {
 		return
 	}
-	k := key([]string{v.Symbols.Name(v.Service), v.Symbols.Name(v.Operation), v.Kind.String(), v.Sent.String()})
+	k := key([]string{v.Symbols.Name(v.Service), v.Symbols.Name(v.Operation), v.Kind.String(), v.Sent.String(), v.Method.String()})
 	a.exMu.Lock()
 	defer a.exMu.Unlock()
 	p := a.pendingEx[k]
@@ -84,11 +84,13 @@ func (a *accumulator) Counted(v *figures.Verdict) {
 		copy(p.ex, p.ex[1:])
 		p.ex = p.ex[:len(p.ex)-1]
 	}
-	p.ex = append(p.ex, exemplar{traceID: v.TraceID, spanID: v.SpanID, time: v.Time})
+	p.ex = append(p.ex, exemplar{traceID: v.TraceID, spanID: v.SpanID, time: v.Time, weight: v.Weight})
 	p.seen = a.now()
 }
 
-// Flushed adds a bucket's figures to the series.
+// Flushed adds a bucket's figures to the series: each figure's estimate of
+// all traffic (the sum of its traces' adjusted counts), in the series of
+// its sampling method, the counted and the extrapolated apart.
 func (a *accumulator) Flushed(b *figures.Bucket) {
 	name := b.Symbols.Name
 	st := b.Stats
@@ -99,44 +101,60 @@ func (a *accumulator) Flushed(b *figures.Bucket) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	add := func(m int, n uint64, vals ...string) {
+	// A figure of 0 makes no series: a method without traces has none.
+	add := func(m int, n float64, vals ...string) {
 		if n > 0 {
-			a.tables[m].add(vals, int64(n), a.bounds, now, start)
+			a.tables[m].add(vals, n, a.bounds, now, start)
 		}
 	}
+	decisions := []ownership.RetryDecision{ownership.DecisionSuppressedUnclaimed, ownership.DecisionSuppressedBudget, ownership.DecisionNoPolicy, ownership.DecisionExhausted}
 	for k, op := range st.Operations {
 		svc, opn := name(k.Service), name(k.Operation)
-		add(mServed, op.Served, svc, opn)
-		add(mRetried, op.RetriesReceived, svc, opn)
-		add(mCorrectlyClaimed, op.ClaimsCorrect, svc, opn)
-		for kind := dependencyanalysis.VerdictOwn; kind <= dependencyanalysis.VerdictCoincidental; kind++ {
-			for claim := ownership.ClaimMissing; claim <= ownership.ClaimUnclaimed; claim++ {
-				add(mFailed, op.Claims[claim][kind], svc, opn, kind.String(), claim.String())
+		for sm := range op.Est {
+			est, method := &op.Est[sm], methods[sm]
+			add(mServed, est.Served, svc, opn, method)
+			add(mRetried, est.RetriesReceived, svc, opn, method)
+			add(mCorrectlyClaimed, est.ClaimsCorrect, svc, opn, method)
+			for kind := dependencyanalysis.VerdictOwn; kind <= dependencyanalysis.VerdictCoincidental; kind++ {
+				for claim := ownership.ClaimMissing; claim <= ownership.ClaimUnclaimed; claim++ {
+					add(mFailed, est.Claims[claim][kind], svc, opn, kind.String(), claim.String(), method)
+				}
 			}
 		}
 	}
 	for k, e := range st.Edges {
 		svc, opn, peer, peerOp := name(k.Service), name(k.Operation), name(k.PeerService), name(k.PeerOperation)
-		add(mCallsMade, e.Calls, svc, opn, peer, peerOp)
-		add(mCallsFailed, e.FailedCalls, svc, opn, peer, peerOp)
-		add(mCallsRetries, e.Retries, svc, opn, peer, peerOp)
-		for _, d := range []ownership.RetryDecision{ownership.DecisionSuppressedUnclaimed, ownership.DecisionSuppressedBudget, ownership.DecisionNoPolicy, ownership.DecisionExhausted} {
-			add(mCallsSuppressed, e.Decisions[d], svc, opn, peer, peerOp, d.String())
+		for sm := range e.Est {
+			est, method := &e.Est[sm], methods[sm]
+			add(mCallsMade, est.Calls, svc, opn, peer, peerOp, method)
+			add(mCallsFailed, est.FailedCalls, svc, opn, peer, peerOp, method)
+			add(mCallsRetries, est.Retries, svc, opn, peer, peerOp, method)
+			for _, d := range decisions {
+				add(mCallsSuppressed, est.Decisions[d], svc, opn, peer, peerOp, d.String(), method)
+			}
 		}
 	}
 	for k, n := range st.Depths {
-		add(mRootServed, n.N, name(k.RootService), name(k.RootOperation), strconv.Itoa(int(k.Depth)), name(k.Service))
+		rootSvc, rootOp, depth, svc := name(k.RootService), name(k.RootOperation), strconv.Itoa(int(k.Depth)), name(k.Service)
+		for sm, est := range n.Est {
+			add(mRootServed, est, rootSvc, rootOp, depth, svc, methods[sm])
+		}
 	}
 	for k, r := range st.Roots {
 		svc, opn := name(k.Service), name(k.Operation)
-		add(mRootRequests, r.Requests, svc, opn)
-		add(mStormHops, r.RadiusSum, svc, opn)
+		for sm := range r.RequestsEst {
+			add(mRootRequests, r.RequestsEst[sm], svc, opn, methods[sm])
+			add(mStormHops, r.RadiusSumEst[sm], svc, opn, methods[sm])
+		}
 		if r.Requests > 0 {
 			// A radius of 0 is a figure too: the gauge's series exists.
-			a.tables[mStormRadius].add([]string{svc, opn}, int64(r.RadiusMax), a.bounds, now, start)
+			a.tables[mStormRadius].add([]string{svc, opn}, float64(r.RadiusMax), a.bounds, now, start)
 		}
 	}
 }
+
+// methods are the sampling.method values by dependencyanalysis.SamplingMethod.
+var methods = [2]string{dependencyanalysis.SamplingCounted.String(), dependencyanalysis.SamplingExtrapolated.String()}
 
 // emit builds the metrics of the interval that ends now, and reports for
 // the telemetry how many figures went to overflow series since the last

@@ -64,7 +64,7 @@ func scenarioTraces(t testing.TB, name string) []ptrace.Traces {
 
 // point is a data point as the tests read it.
 type point struct {
-	value       int64
+	value       float64
 	start, time pcommon.Timestamp
 	exemplars   []pmetric.Exemplar
 }
@@ -99,8 +99,19 @@ func readFigures(t testing.TB, all []pmetric.Metrics) metricFigures {
 					default:
 						t.Fatalf("%s is a %v", m.Name(), m.Type())
 					}
+					// One value type a metric: doubles for the sums,
+					// which add adjusted counts; an int for the gauge.
+					wantType := pmetric.NumberDataPointValueTypeDouble
+					if gauge {
+						wantType = pmetric.NumberDataPointValueTypeInt
+					}
 					for l := range dps.Len() {
 						dp := dps.At(l)
+						require.Equal(t, wantType, dp.ValueType(), "%s's value type", m.Name())
+						v := dp.DoubleValue()
+						if gauge {
+							v = float64(dp.IntValue())
+						}
 						k := attrs(dp.Attributes())
 						p := out[m.Name()][k]
 						if p == nil {
@@ -109,11 +120,11 @@ func readFigures(t testing.TB, all []pmetric.Metrics) metricFigures {
 						}
 						switch {
 						case gauge:
-							p.value = max(p.value, dp.IntValue())
+							p.value = max(p.value, v)
 						case delta:
-							p.value += dp.IntValue()
+							p.value += v
 						default:
-							p.value = dp.IntValue()
+							p.value = v
 							p.start = dp.StartTimestamp()
 						}
 						p.time = dp.Timestamp()
@@ -148,8 +159,8 @@ func seriesKey(kv ...string) string {
 }
 
 // sum adds up a metric's series whose key contains every fragment.
-func (f metricFigures) sum(metric string, fragments ...string) int64 {
-	var n int64
+func (f metricFigures) sum(metric string, fragments ...string) float64 {
+	var n float64
 	for k, p := range f[metric] {
 		if containsAll(k, fragments) {
 			n += p.value
@@ -196,7 +207,7 @@ func (f metricFigures) String() string {
 	var b strings.Builder
 	for name, ss := range f {
 		for k, p := range ss {
-			fmt.Fprintf(&b, "%s{%s} %d\n", name, k, p.value)
+			fmt.Fprintf(&b, "%s{%s} %g\n", name, k, p.value)
 		}
 	}
 	return b.String()
@@ -210,7 +221,8 @@ func connectorSettings(tt *componenttest.Telemetry) connector.Settings {
 }
 
 // analysed runs the engine over traces, as an analysis does, into one
-// bucket: every edge learned before any verdict, no verdict held.
+// bucket: every edge learned before any verdict, no verdict held, each
+// trace weighed by its sampling.
 func analysed(t testing.TB, traces []ptrace.Traces) *eofigures.Bucket {
 	t.Helper()
 	cfg := dependencyanalysis.DefaultConfig()
@@ -222,12 +234,15 @@ func analysed(t testing.TB, traces []ptrace.Traces) *eofigures.Bucket {
 	}
 	model := dependencyanalysis.NewEdgeModel(cfg.EdgeModel)
 	an := dependencyanalysis.NewAnalyzer()
-	dependencyanalysis.ForEachTrace(records, func(id pcommon.TraceID, spans []dependencyanalysis.Span) {
-		model.Observe(an.Link(id, spans))
+	dependencyanalysis.ForEachTraceSampled(records, func(id pcommon.TraceID, spans []dependencyanalysis.Span, class dependencyanalysis.SamplingClass) {
+		tr := an.Link(id, spans)
+		tr.SetSampling(class)
+		model.Observe(tr)
 	})
 	st := dependencyanalysis.NewStats()
-	dependencyanalysis.ForEachTrace(records, func(id pcommon.TraceID, spans []dependencyanalysis.Span) {
+	dependencyanalysis.ForEachTraceSampled(records, func(id pcommon.TraceID, spans []dependencyanalysis.Span, class dependencyanalysis.SamplingClass) {
 		tr := an.Link(id, spans)
+		tr.SetSampling(class)
 		st.Add(tr, an.Judge(tr, model))
 	})
 	return &eofigures.Bucket{Stats: st, Symbols: syms, Start: time.Now(), End: time.Now()}

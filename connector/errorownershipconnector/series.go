@@ -25,6 +25,11 @@ const (
 	AttrRootService   = "errorownership.root.service"
 	AttrRootOperation = "errorownership.root.operation"
 	AttrDepth         = "errorownership.depth"
+	// AttrSamplingMethod says whether a series counts traces without
+	// sampling information ("counted") or sums the adjusted counts of
+	// sampled ones ("extrapolated"), spelt as contrib's spanmetrics
+	// connector spells it (docs/design.md §8.1).
+	AttrSamplingMethod = "sampling.method"
 	// AttrOverflow marks the series that counts what a cardinality bound
 	// kept out, as contrib's connectors mark theirs.
 	AttrOverflow = "otel.metric.overflow"
@@ -39,8 +44,9 @@ type metricDef struct {
 	// attrs are the attribute names, in the order of a series' values.
 	attrs []string
 	// service is the index in attrs of the service a series counts
-	// against for max_series_per_service; depth of an int attribute, or -1.
-	service, depth int
+	// against for max_series_per_service; depth of an int attribute, or -1;
+	// method of sampling.method, or -1.
+	service, depth, method int
 	// exemplars: the series take exemplars (Counted verdicts).
 	exemplars bool
 }
@@ -62,40 +68,46 @@ const (
 	numMetrics
 )
 
+// The sums' attribute lists end with sampling.method: each figure is
+// kept apart by how its traces were sampled, as spanmetrics keeps its
+// own, and a query sums over it for the estimate of all traffic.
 var (
-	opAttrs   = []string{AttrServiceName, AttrOperation}
-	edgeAttrs = []string{AttrServiceName, AttrOperation, AttrPeerService, AttrPeerOperation}
-	rootAttrs = []string{AttrRootService, AttrRootOperation}
+	opAttrs   = []string{AttrServiceName, AttrOperation, AttrSamplingMethod}
+	edgeAttrs = []string{AttrServiceName, AttrOperation, AttrPeerService, AttrPeerOperation, AttrSamplingMethod}
+	rootAttrs = []string{AttrRootService, AttrRootOperation, AttrSamplingMethod}
+	// The storm radius is a largest value, not a count: no weight applies
+	// to it, and the engine keeps one for the traces of both methods.
+	radiusAttrs = []string{AttrRootService, AttrRootOperation}
 )
 
 var metricDefs = [numMetrics]metricDef{
-	mServed: {name: "errorownership.requests.served", unit: "{request}", attrs: opAttrs, depth: -1,
+	mServed: {name: "errorownership.requests.served", unit: "{request}", attrs: opAttrs, depth: -1, method: 2,
 		description: "Inbound requests served, retries included, by service and operation."},
-	mRetried: {name: "errorownership.requests.retried", unit: "{request}", attrs: opAttrs, depth: -1,
+	mRetried: {name: "errorownership.requests.retried", unit: "{request}", attrs: opAttrs, depth: -1, method: 2,
 		description: "Inbound requests served whose calling attempt was a retry."},
-	mFailed: {name: "errorownership.requests.failed", unit: "{request}", depth: -1, exemplars: true,
-		attrs:       []string{AttrServiceName, AttrOperation, AttrVerdict, AttrClaim},
+	mFailed: {name: "errorownership.requests.failed", unit: "{request}", depth: -1, method: 4, exemplars: true,
+		attrs:       []string{AttrServiceName, AttrOperation, AttrVerdict, AttrClaim, AttrSamplingMethod},
 		description: "Failed inbound requests by verdict (own, propagated, coincidental) and the claim the service sent (claimed, unclaimed, missing)."},
-	mCorrectlyClaimed: {name: "errorownership.requests.correctly_claimed", unit: "{request}", attrs: opAttrs, depth: -1,
+	mCorrectlyClaimed: {name: "errorownership.requests.correctly_claimed", unit: "{request}", attrs: opAttrs, depth: -1, method: 2,
 		description: "Failed inbound requests whose claim sent was the one the rules expect; over errorownership.requests.failed, the claim accuracy."},
-	mCallsMade: {name: "errorownership.calls.made", unit: "{call}", attrs: edgeAttrs, depth: -1,
+	mCallsMade: {name: "errorownership.calls.made", unit: "{call}", attrs: edgeAttrs, depth: -1, method: 4,
 		description: "Logical calls (an attempt and its retries) by edge: (service, operation) to (peer service, peer operation)."},
-	mCallsFailed: {name: "errorownership.calls.failed", unit: "{call}", attrs: edgeAttrs, depth: -1,
+	mCallsFailed: {name: "errorownership.calls.failed", unit: "{call}", attrs: edgeAttrs, depth: -1, method: 4,
 		description: "Logical calls whose last attempt failed, by edge."},
-	mCallsRetries: {name: "errorownership.calls.retries", unit: "{retry}", attrs: edgeAttrs, depth: -1,
+	mCallsRetries: {name: "errorownership.calls.retries", unit: "{retry}", attrs: edgeAttrs, depth: -1, method: 4,
 		description: "Retries sent, attempts after a call's first, by edge."},
-	mCallsSuppressed: {name: "errorownership.calls.retries_suppressed", unit: "{retry}", depth: -1,
-		attrs:       []string{AttrServiceName, AttrOperation, AttrPeerService, AttrPeerOperation, AttrRetryDecision},
+	mCallsSuppressed: {name: "errorownership.calls.retries_suppressed", unit: "{retry}", depth: -1, method: 5,
+		attrs:       []string{AttrServiceName, AttrOperation, AttrPeerService, AttrPeerOperation, AttrRetryDecision, AttrSamplingMethod},
 		description: "Failed attempts not retried, by edge and the hooks' error_ownership.retry.decision: suppressed_unclaimed and suppressed_budget (retries the hooks suppressed), no_policy and exhausted."},
-	mRootRequests: {name: "errorownership.root.requests", unit: "{request}", attrs: rootAttrs, depth: -1,
+	mRootRequests: {name: "errorownership.root.requests", unit: "{request}", attrs: rootAttrs, depth: -1, method: 2,
 		description: "Root (user-facing) requests, by root service and operation."},
-	mRootServed: {name: "errorownership.root.served", unit: "{request}", depth: 2,
-		attrs:       []string{AttrRootService, AttrRootOperation, AttrDepth, AttrServiceName},
+	mRootServed: {name: "errorownership.root.served", unit: "{request}", depth: 2, method: 4,
+		attrs:       []string{AttrRootService, AttrRootOperation, AttrDepth, AttrServiceName, AttrSamplingMethod},
 		description: "Requests served in root requests' traces, by the root operation, the depth below it and the service; over errorownership.root.requests, the requests served per root request (amplification)."},
-	mStormHops: {name: "errorownership.root.storm_hops", unit: "{hop}", attrs: rootAttrs, depth: -1,
+	mStormHops: {name: "errorownership.root.storm_hops", unit: "{hop}", attrs: rootAttrs, depth: -1, method: 2,
 		description: "The retry-storm radius of each root request summed: over errorownership.root.requests, the mean radius."},
-	mStormRadius: {name: "errorownership.root.storm_radius", unit: "{hop}", gauge: true, attrs: rootAttrs, depth: -1,
-		description: "The largest retry-storm radius among the root requests of the emission interval (0 when there were none): the longest chain of consecutive hops that retried one failure."},
+	mStormRadius: {name: "errorownership.root.storm_radius", unit: "{hop}", gauge: true, attrs: radiusAttrs, depth: -1, method: -1,
+		description: "The largest retry-storm radius among the root requests of the emission interval (0 when there were none), sampled or not: the longest chain of consecutive hops that retried one failure."},
 }
 
 // exemplar is a failed request a data point links to.
@@ -103,17 +115,35 @@ type exemplar struct {
 	traceID pcommon.TraceID
 	spanID  pcommon.SpanID
 	time    pcommon.Timestamp
+	// weight is the adjusted count of the request's trace: the exemplar's
+	// value, what it adds to its point.
+	weight float64
 }
+
+// overflowKind says what a series holds besides a set of attribute values.
+type overflowKind uint8
+
+const (
+	// notOverflow: the series of its attribute values.
+	notOverflow overflowKind = iota
+	// serviceOverflow: a service's figures past max_series_per_service.
+	serviceOverflow
+	// metricOverflow: a metric's figures past max_series_per_metric.
+	metricOverflow
+)
 
 // series is one attribute set of a metric.
 type series struct {
 	vals []string
-	// overflow: the series counts what a bound kept out; vals holds the
-	// service for a service's overflow series, nothing for the metric's.
-	overflow bool
-	// value is the total (cumulative), the count since the last point
-	// (delta), or the interval's largest value (gauge).
-	value int64
+	// overflow: the series counts what a bound kept out; vals then holds
+	// the service (a service's overflow series) or "" (the metric's), and
+	// the sampling method where the metric has it, or "".
+	overflow overflowKind
+	// value is the total (cumulative), the sum since the last point
+	// (delta), or the interval's largest value (gauge). A sum adds
+	// adjusted counts: an estimate of all traffic, fractional where a
+	// trace's sampling probability is not 1 in a whole number.
+	value float64
 	// fresh: not emitted yet. A new series' first point is 0, its count
 	// in the next: a counter that appears at N loses N to Prometheus'
 	// increase(), which begins at the first sample.
@@ -130,16 +160,19 @@ type bounds struct {
 	perMetric, perService int
 }
 
-// table holds one metric's series within the bounds.
+// table holds one metric's series within the bounds. A series of each
+// sampling method is a series of its own, against the bounds too: it is
+// one in the backend.
 type table struct {
 	def    *metricDef
 	series map[string]*series
 	// perService counts each service's series, its overflow series not
 	// included.
 	perService map[string]int
-	// overflow is the metric's overflow series; serviceOverflow each
-	// service's. Both count against the metric's bound.
-	overflow        *series
+	// overflow are the metric's overflow series, by sampling method;
+	// serviceOverflow each service's, by service and method. Both count
+	// against the metric's bound.
+	overflow        map[string]*series
 	serviceOverflow map[string]*series
 	// overflowed counts, since the telemetry was last told, the figures
 	// folded into an overflow series: by the metric's bound and by a
@@ -148,19 +181,24 @@ type table struct {
 }
 
 func newTable(def *metricDef) *table {
-	return &table{def: def, series: map[string]*series{}, perService: map[string]int{}, serviceOverflow: map[string]*series{}}
+	return &table{def: def, series: map[string]*series{}, perService: map[string]int{}, overflow: map[string]*series{}, serviceOverflow: map[string]*series{}}
 }
 
 // len is how many series the table holds, overflow series included.
 func (t *table) len() int {
-	n := len(t.series) + len(t.serviceOverflow)
-	if t.overflow != nil {
-		n++
-	}
-	return n
+	return len(t.series) + len(t.serviceOverflow) + len(t.overflow)
 }
 
 func key(vals []string) string { return strings.Join(vals, "\x00") }
+
+// method is the sampling method of a series' values, "" for a metric
+// without it.
+func (t *table) method(vals []string) string {
+	if t.def.method < 0 {
+		return ""
+	}
+	return vals[t.def.method]
+}
 
 // get returns the series of vals, or the overflow series its figures go to
 // past a bound.
@@ -169,7 +207,8 @@ func (t *table) get(vals []string, b bounds, now time.Time, start pcommon.Timest
 	if s := t.series[k]; s != nil {
 		return s
 	}
-	svc := vals[t.def.service]
+	svc, method := vals[t.def.service], t.method(vals)
+	svcKey := key([]string{svc, method})
 	full := t.len() >= b.perMetric
 	switch {
 	case !full && t.perService[svc] < b.perService:
@@ -177,25 +216,27 @@ func (t *table) get(vals []string, b bounds, now time.Time, start pcommon.Timest
 		t.series[k] = s
 		t.perService[svc]++
 		return s
-	case !full || t.serviceOverflow[svc] != nil:
+	case !full || t.serviceOverflow[svcKey] != nil:
 		t.overflowed[1]++
-		s := t.serviceOverflow[svc]
+		s := t.serviceOverflow[svcKey]
 		if s == nil {
-			s = &series{vals: []string{svc}, overflow: true, fresh: true, start: start, updated: now}
-			t.serviceOverflow[svc] = s
+			s = &series{vals: []string{svc, method}, overflow: serviceOverflow, fresh: true, start: start, updated: now}
+			t.serviceOverflow[svcKey] = s
 		}
 		return s
 	default:
 		t.overflowed[0]++
-		if t.overflow == nil {
-			t.overflow = &series{overflow: true, fresh: true, start: start, updated: now}
+		s := t.overflow[method]
+		if s == nil {
+			s = &series{vals: []string{"", method}, overflow: metricOverflow, fresh: true, start: start, updated: now}
+			t.overflow[method] = s
 		}
-		return t.overflow
+		return s
 	}
 }
 
-// add counts n in the series of vals (the largest value, for a gauge).
-func (t *table) add(vals []string, n int64, b bounds, now time.Time, start pcommon.Timestamp) *series {
+// add adds n to the series of vals (keeps the largest value, for a gauge).
+func (t *table) add(vals []string, n float64, b bounds, now time.Time, start pcommon.Timestamp) *series {
 	s := t.get(vals, b, now, start)
 	if t.def.gauge {
 		s.value = max(s.value, n)
@@ -214,8 +255,8 @@ func (t *table) each(fn func(s *series)) {
 	for _, s := range t.serviceOverflow {
 		fn(s)
 	}
-	if t.overflow != nil {
-		fn(t.overflow)
+	for _, s := range t.overflow {
+		fn(s)
 	}
 }
 
@@ -230,13 +271,15 @@ func (t *table) expire(before time.Time) {
 			}
 		}
 	}
-	for svc, s := range t.serviceOverflow {
+	for k, s := range t.serviceOverflow {
 		if s.updated.Before(before) && !t.pending(s) {
-			delete(t.serviceOverflow, svc)
+			delete(t.serviceOverflow, k)
 		}
 	}
-	if s := t.overflow; s != nil && s.updated.Before(before) && !t.pending(s) {
-		t.overflow = nil
+	for k, s := range t.overflow {
+		if s.updated.Before(before) && !t.pending(s) {
+			delete(t.overflow, k)
+		}
 	}
 }
 
@@ -247,6 +290,10 @@ func (t *table) pending(s *series) bool { return s.fresh }
 // readies the series for the next interval: a delta's count and a gauge's
 // value start again from 0. final emits a fresh series' count at once,
 // there being no next emission.
+//
+// A sum's points are doubles, counted series' too: a metric keeps one
+// value type, and an extrapolated series sums fractional adjusted counts.
+// The gauge is a largest radius, a whole number of hops: an int.
 func (t *table) emit(ms pmetric.MetricSlice, temporality pmetric.AggregationTemporality, now pcommon.Timestamp, final bool) {
 	def := t.def
 	m := pmetric.NewMetric()
@@ -264,7 +311,7 @@ func (t *table) emit(ms pmetric.MetricSlice, temporality pmetric.AggregationTemp
 	}
 	delta := temporality == pmetric.AggregationTemporalityDelta
 	t.each(func(s *series) {
-		var v int64
+		var v float64
 		switch {
 		case def.gauge:
 			v, s.value = s.value, 0
@@ -279,17 +326,19 @@ func (t *table) emit(ms pmetric.MetricSlice, temporality pmetric.AggregationTemp
 		}
 		dp := dps.AppendEmpty()
 		t.attributes(s, dp.Attributes())
-		if !def.gauge {
+		if def.gauge {
+			dp.SetIntValue(int64(v))
+		} else {
 			dp.SetStartTimestamp(s.start)
+			dp.SetDoubleValue(v)
 		}
 		dp.SetTimestamp(now)
-		dp.SetIntValue(v)
 		for _, e := range s.ex {
 			x := dp.Exemplars().AppendEmpty()
 			x.SetTraceID(e.traceID)
 			x.SetSpanID(e.spanID)
 			x.SetTimestamp(e.time)
-			x.SetIntValue(1)
+			x.SetDoubleValue(e.weight)
 		}
 		s.ex = s.ex[:0]
 		s.fresh = false
@@ -304,21 +353,25 @@ func (t *table) emit(ms pmetric.MetricSlice, temporality pmetric.AggregationTemp
 
 // attributes writes a series' attributes.
 func (t *table) attributes(s *series, m pcommon.Map) {
-	if s.overflow {
-		if len(s.vals) > 0 {
-			m.PutStr(t.def.attrs[t.def.service], s.vals[0])
+	def := t.def
+	if s.overflow != notOverflow {
+		if s.overflow == serviceOverflow {
+			m.PutStr(def.attrs[def.service], s.vals[0])
+		}
+		if def.method >= 0 {
+			m.PutStr(AttrSamplingMethod, s.vals[1])
 		}
 		m.PutBool(AttrOverflow, true)
 		return
 	}
 	m.EnsureCapacity(len(s.vals))
 	for i, v := range s.vals {
-		if i == t.def.depth {
+		if i == def.depth {
 			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-				m.PutInt(t.def.attrs[i], n)
+				m.PutInt(def.attrs[i], n)
 				continue
 			}
 		}
-		m.PutStr(t.def.attrs[i], v)
+		m.PutStr(def.attrs[i], v)
 	}
 }

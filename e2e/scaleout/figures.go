@@ -81,7 +81,7 @@ func ReadFigures(ctx context.Context, st *store.Store) (*Figures, error) {
 func (f *Figures) Served() int64 {
 	var n int64
 	for _, s := range f.Services {
-		n += s.Served
+		n += s.Seen.Served
 	}
 	return n
 }
@@ -96,8 +96,11 @@ func (f *Figures) ModelFree() *Figures {
 	out := *f
 	out.Operations = make([]store.ClaimAccuracy, len(f.Operations))
 	for i, op := range f.Operations {
-		out.Operations[i] = store.ClaimAccuracy{Service: op.Service, Operation: op.Operation, Failed: op.Failed}
+		out.Operations[i] = store.ClaimAccuracy{Service: op.Service, Operation: op.Operation,
+			ClaimFigures: store.ClaimFigures[float64]{Failed: op.Failed}, Seen: store.ClaimFigures[int64]{Failed: op.Seen.Failed},
+			Sampling: op.Sampling}
 		out.Operations[i].Verdicts[dependencyanalysis.VerdictOwn] = op.Verdicts[dependencyanalysis.VerdictOwn]
+		out.Operations[i].Seen.Verdicts[dependencyanalysis.VerdictOwn] = op.Seen.Verdicts[dependencyanalysis.VerdictOwn]
 	}
 	out.Audit = nil
 	return &out

@@ -103,19 +103,19 @@ func TestCompareModes(t *testing.T) {
 }
 
 func TestModelFree(t *testing.T) {
-	op := store.ClaimAccuracy{Service: "checkout", Operation: "GET /checkout", Failed: 10, Correct: 7,
-		ExpectedClaimed: 6, ExpectedUnclaimed: 4}
+	op := store.ClaimAccuracy{Service: "checkout", Operation: "GET /checkout", ClaimFigures: store.ClaimFigures[float64]{Failed: 10, Correct: 7,
+		ExpectedClaimed: 6, ExpectedUnclaimed: 4}}
 	op.Verdicts[dependencyanalysis.VerdictOwn] = 5
 	op.Verdicts[dependencyanalysis.VerdictPropagated] = 3
 	op.Verdicts[dependencyanalysis.VerdictCoincidental] = 2
 	op.Requests[ownership.ClaimClaimed][dependencyanalysis.VerdictOwn] = 5
 	f := &Figures{Operations: []store.ClaimAccuracy{op}, Audit: []store.AuditRecord{{TraceID: "01"}}}
 
-	want := store.ClaimAccuracy{Service: "checkout", Operation: "GET /checkout", Failed: 10}
+	want := store.ClaimAccuracy{Service: "checkout", Operation: "GET /checkout", ClaimFigures: store.ClaimFigures[float64]{Failed: 10}}
 	want.Verdicts[dependencyanalysis.VerdictOwn] = 5
 	got := f.ModelFree()
 	assert.Equal(t, []store.ClaimAccuracy{want}, got.Operations, "failed requests and own verdicts, nothing the model decides")
 	assert.Nil(t, got.Audit)
 	assert.Len(t, f.Audit, 1, "the figures themselves are unchanged")
-	assert.Equal(t, int64(2), f.Operations[0].Verdicts[dependencyanalysis.VerdictCoincidental])
+	assert.Equal(t, 2.0, f.Operations[0].Verdicts[dependencyanalysis.VerdictCoincidental])
 }

@@ -453,7 +453,7 @@ func (r *run) waitStored(ctx context.Context, deployments []string) error {
 			}
 			var got int64
 			for _, a := range rows {
-				got += a.Served
+				got += a.Seen.Served
 			}
 			progress = append(progress, fmt.Sprintf("%s counts %d of %d", d, got, want))
 			all = all && got >= want

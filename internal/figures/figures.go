@@ -48,6 +48,11 @@ type Verdict struct {
 	SpanID  pcommon.SpanID
 	// Time is when the request ended.
 	Time pcommon.Timestamp
+	// Weight is the adjusted count of the request's trace, and Method
+	// whether it is counted or extrapolated: the series of that
+	// sampling.method takes the exemplar (docs/design.md §8.1).
+	Weight float64
+	Method dependencyanalysis.SamplingMethod
 }
 
 // Listener receives an analysis's figures.

@@ -36,7 +36,7 @@ func (p *ownershipProcessor) countedRequest(tr *dependencyanalysis.Trace, v *dep
 	}
 	req := tr.RequestSpan(&tr.Requests[v.Request])
 	p.counted(&figures.Verdict{Symbols: p.symbols, Service: req.Service, Operation: req.Operation, Kind: v.Kind, Sent: v.Sent,
-		TraceID: tr.ID, SpanID: req.SpanID, Time: req.End()})
+		TraceID: tr.ID, SpanID: req.SpanID, Time: req.End(), Weight: tr.Weight, Method: tr.Sampling.Method()})
 }
 
 // countedHeld hands on the final verdict of a held request.
@@ -45,7 +45,7 @@ func (p *ownershipProcessor) countedHeld(h *dependencyanalysis.Held, v *dependen
 		return
 	}
 	p.counted(&figures.Verdict{Symbols: p.symbols, Service: h.Service, Operation: h.Operation, Kind: v.Kind, Sent: h.Sent,
-		TraceID: h.TraceID, SpanID: h.SpanID, Time: h.Time})
+		TraceID: h.TraceID, SpanID: h.SpanID, Time: h.Time, Weight: h.Weight, Method: h.Method})
 }
 
 func (p *ownershipProcessor) counted(v *figures.Verdict) {

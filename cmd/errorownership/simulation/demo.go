@@ -544,7 +544,7 @@ func (rep *DemoReport) Print(w io.Writer) {
 		if p == BudgetPolicy {
 			theory = "≤" + theory
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%s\t\n", p, r.Requests, r.StormRadiusMax, r.StormRadiusMean, theory)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%s\t\n", p, r.Seen.Requests, r.StormRadiusMax, r.StormRadiusMean, theory)
 	}
 	tw.Flush()
 

@@ -350,17 +350,17 @@ func TestPluginAsGrafanaRunsIt(t *testing.T) {
 		}
 		at := func(name, field string) any { return column(t, nodes, field).At(row(t, nodes, "id", name)) }
 		// D fails on its own; A, B and C only pass its failure on.
-		if at("d", "detail__own").(int64) == 0 || at("d", "arc__owned").(float64) == 0 || at("d", "detail__propagated").(int64) != 0 {
+		if at("d", "detail__own").(float64) == 0 || at("d", "arc__owned").(float64) == 0 || at("d", "detail__propagated").(float64) != 0 {
 			t.Errorf("d: own %v, arc owned %v, propagated %v", at("d", "detail__own"), at("d", "arc__owned"), at("d", "detail__propagated"))
 		}
-		if at("a", "detail__own").(int64) != 0 || at("a", "arc__propagated").(float64) == 0 {
+		if at("a", "detail__own").(float64) != 0 || at("a", "arc__propagated").(float64) == 0 {
 			t.Errorf("a: own %v, arc propagated %v", at("a", "detail__own"), at("a", "arc__propagated"))
 		}
 		// Retries every hop: D serves eight times what A does, and is drawn larger.
 		if ra, rd := at("a", "nodeRadius").(float64), at("d", "nodeRadius").(float64); !(rd > ra) {
 			t.Errorf("nodeRadius a %v, d %v: d served more", ra, rd)
 		}
-		if at("checkout", "detail__coincidental").(int64) == 0 {
+		if at("checkout", "detail__coincidental").(float64) == 0 {
 			t.Error("checkout has no coincidental errors")
 		}
 		edge := func(from, to, field string) any {
@@ -380,14 +380,14 @@ func TestPluginAsGrafanaRunsIt(t *testing.T) {
 				t.Errorf("%s → %s: mode %v colour %v, want %s %s", tc.from, tc.to, m, col, tc.mode, tc.color)
 			}
 		}
-		if r := edge("a", "b", "detail__retries").(int64); r == 0 || edge("a", "b", "thickness").(float64) <= 1 {
-			t.Errorf("a → b: %d retries, thickness %v", r, edge("a", "b", "thickness"))
+		if r := edge("a", "b", "detail__retries").(float64); r == 0 || edge("a", "b", "thickness").(float64) <= 1 {
+			t.Errorf("a → b: %v retries, thickness %v", r, edge("a", "b", "thickness"))
 		}
-		if s := edge("c", "d", "detail__suppressed_unclaimed").(int64); s != 0 {
+		if s := edge("c", "d", "detail__suppressed_unclaimed").(float64); s != 0 {
 			// Retries of D's failure are suppressed above C, not at C.
-			t.Errorf("c → d: %d retries suppressed as unclaimed, want 0", s)
+			t.Errorf("c → d: %v retries suppressed as unclaimed, want 0", s)
 		}
-		if s := edge("b", "c", "detail__suppressed_unclaimed").(int64); s == 0 {
+		if s := edge("b", "c", "detail__suppressed_unclaimed").(float64); s == 0 {
 			t.Error("b → c: no retries suppressed as unclaimed under ownership")
 		}
 

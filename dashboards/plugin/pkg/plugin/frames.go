@@ -51,11 +51,12 @@ type graphInput struct {
 	Service string
 }
 
-// node is one service of the graph.
+// node is one service of the graph; its figures are estimates of all
+// traffic (store's readers), so that rates and ratios are of estimates.
 type node struct {
-	served, retriesReceived, retriesSent, suppressed int64
-	failed, own, propagated, coincidental            int64
-	claimsSent, claimsMissing                        int64
+	served, retriesReceived, retriesSent, suppressed float64
+	failed, own, propagated, coincidental            float64
+	claimsSent, claimsMissing                        float64
 	seen                                             bool // served requests in the range
 }
 
@@ -120,7 +121,7 @@ func serviceGraphFrames(in graphInput) (nodes, edges *data.Frame) {
 }
 
 func nodesFrame(names []string, byName map[string]*node, seconds float64) *data.Frame {
-	var maxServed int64
+	var maxServed float64
 	for _, name := range names {
 		maxServed = max(maxServed, byName[name].served)
 	}
@@ -129,8 +130,8 @@ func nodesFrame(names []string, byName map[string]*node, seconds float64) *data.
 	mainstat, secondary := make([]float64, n), make([]float64, n)
 	arcOK, arcOwned, arcPropagated, arcUnseen := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
 	radius := make([]float64, n)
-	served, failed, own, propagated, coincidental := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-	received, sent, suppressed := make([]int64, n), make([]int64, n), make([]int64, n)
+	served, failed, own, propagated, coincidental := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	received, sent, suppressed := make([]float64, n), make([]float64, n), make([]float64, n)
 	for i, name := range names {
 		s := byName[name]
 		id[i], title[i] = name, name
@@ -249,8 +250,8 @@ func edgesFrame(edges []store.ServiceEdge, modes map[pair]modeCount, seconds flo
 	id, source, target := make([]string, n), make([]string, n), make([]string, n)
 	mainstat, secondary, thickness := make([]float64, n), make([]float64, n), make([]float64, n)
 	color, dash, mode, operations := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	calls, failed, attempts, retries := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-	supUnclaimed, supBudget := make([]int64, n), make([]int64, n)
+	calls, failed, attempts, retries := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	supUnclaimed, supBudget := make([]float64, n), make([]float64, n)
 	for i, e := range edges {
 		// %q keeps ids distinct whatever the names hold.
 		id[i] = fmt.Sprintf("%q>%q", e.Service, e.PeerService)
@@ -396,17 +397,17 @@ func hintsFrames(doc ownership.Hints) (data.Frames, error) {
 }
 
 // rate is n per second over seconds (0 without a range).
-func rate(n int64, seconds float64) float64 {
+func rate(n, seconds float64) float64 {
 	if seconds <= 0 {
 		return 0
 	}
-	return float64(n) / seconds
+	return n / seconds
 }
 
 // ratio is a/b, 0 when b is 0.
-func ratio(a, b int64) float64 {
+func ratio(a, b float64) float64 {
 	if b == 0 {
 		return 0
 	}
-	return float64(a) / float64(b)
+	return a / b
 }
