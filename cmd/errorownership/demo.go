@@ -26,6 +26,13 @@ retry-every-hop, a 10% retry budget and error ownership, then a checkout service
 fail-open and a fail-close dependency, and prints the measured figures beside the theory
 (docs/design.md §1).
 
+--sample P keeps a share P of the traces, in (0, 1]: contrib's probabilistic_sampler
+processor (proportional mode, which writes the sampling threshold ot=th into each kept span)
+runs in front of the errorownership processor, which weighs each kept trace by it
+(docs/design.md §8.1), and the store's figures are estimates of all traffic. Without
+--chain-requests the chain then runs as many root requests as the estimates need to be
+within ±5% of the theory at 4 standard errors (11800 for the budget policy at 0.1).
+
 --topology FILE runs a topology of your own (the simulator's YAML) under the three policies
 instead of the chain, beside what docs/design.md §11 predicts for it. --report DIR also
 writes the figures as SVG charts (amplification by depth per policy, the availability
@@ -35,6 +42,7 @@ Without --dsn it starts a throwaway PostgreSQL cluster (the server binaries must
 apt-get install postgresql) and removes it at the end unless --keep.`,
 		Example: `  errorownership demo
   errorownership demo --topology shop.yaml --report demo-report && xdg-open demo-report/index.html
+  errorownership demo --sample 0.1
 
   # The topology format:
   #   root: web
@@ -44,6 +52,9 @@ apt-get install postgresql) and removes it at the end unless --keep.`,
   #     - {name: ads, fault: {rate: 0.2}}`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !(o.Sample > 0 && o.Sample <= 1) {
+				return fmt.Errorf("--sample %v: give the share of traces to keep, in (0, 1]: 0.1 keeps one trace in ten, 1 all", o.Sample)
+			}
 			if topology != "" {
 				b, err := os.ReadFile(topology) //nolint:gosec // G304: the file the user named with --topology
 				if err != nil {
@@ -71,8 +82,9 @@ apt-get install postgresql) and removes it at the end unless --keep.`,
 	f.BoolVar(&o.Keep, "keep", false, "leave the throwaway PostgreSQL cluster running and print how to stop it")
 	f.StringVar(&topology, "topology", "", "run this topology (the simulator's YAML) under the three policies instead of the chain A→…→G")
 	f.StringVar(&report, "report", "", "also write the figures as SVG charts, the service graph and an index.html into this directory")
-	f.IntVar(&o.ChainRequests, "chain-requests", 200, "root requests per chain policy")
-	f.IntVar(&o.CheckoutRequests, "checkout-requests", 3000, "root requests per checkout phase (without and with hints)")
+	f.IntVar(&o.ChainRequests, "chain-requests", 0, "root requests per chain policy (0: 200, or with --sample below 1 as many as the estimates need)")
+	f.Float64Var(&o.Sample, "sample", 1, "share of traces the probabilistic_sampler keeps in front of the processor, in (0, 1]; 1: no sampling")
+	f.IntVar(&o.CheckoutRequests, "checkout-requests", 0, "root requests per checkout phase, without and with hints (0: 3000, or 1400/--sample if more)")
 	f.IntVar(&o.AvailabilityRequests, "availability-requests", 100000, "calls per error rate in the availability table")
 	f.IntVar(&o.Concurrency, "concurrency", 4, "root requests in flight at once")
 	_ = cmd.MarkFlagFilename("topology", "yaml", "yml")

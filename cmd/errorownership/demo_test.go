@@ -22,7 +22,7 @@ func TestDemoCommandRegistered(t *testing.T) {
 	if err := root.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	for _, flag := range []string{"--dsn", "--keep", "--chain-requests", "--checkout-requests", "--topology", "--report"} {
+	for _, flag := range []string{"--dsn", "--keep", "--chain-requests", "--checkout-requests", "--sample", "--topology", "--report"} {
 		if !strings.Contains(out.String(), flag) {
 			t.Errorf("demo --help lacks %s:\n%s", flag, out.String())
 		}
@@ -84,5 +84,23 @@ func TestDemoTopologyReport(t *testing.T) {
 	want := `<pre id="loaded">amplification.svg:drawn,availability.svg:drawn,graph.svg:drawn</pre>`
 	if !strings.Contains(dom, want) {
 		t.Errorf("the browser did not draw every figure: want %s in\n%s", want, dom)
+	}
+}
+
+// TestDemoSampleFlag: --sample outside (0, 1] is refused before anything
+// starts, naming what it takes.
+func TestDemoSampleFlag(t *testing.T) {
+	for _, tc := range []struct{ name, value string }{
+		{"zero keeps nothing", "0"},
+		{"negative", "-0.1"},
+		{"above one", "1.5"},
+		{"not a number", "NaN"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := runCLI(t, "demo", "--sample", tc.value)
+			if err == nil || !strings.Contains(err.Error(), "give the share of traces to keep, in (0, 1]") {
+				t.Errorf("demo --sample %s: %v, want the range named", tc.value, err)
+			}
+		})
 	}
 }

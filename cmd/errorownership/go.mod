@@ -8,8 +8,10 @@ require (
 	github.com/errorownership/errorownership/ownership v0.1.0
 	github.com/goccy/go-graphviz v0.2.10
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling v0.165.1
+	github.com/open-telemetry/opentelemetry-collector-contrib/processor/probabilisticsamplerprocessor v0.165.1
 	github.com/spf13/cobra v1.10.2
-	github.com/spf13/pflag v1.0.9
+	github.com/spf13/pflag v1.0.10
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/collector/component v1.71.0
 	go.opentelemetry.io/collector/config/configopaque v1.71.0

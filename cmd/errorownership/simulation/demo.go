@@ -3,13 +3,18 @@
 package simulation
 
 import (
+	"cmp"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"text/tabwriter"
 	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
 	"github.com/errorownership/errorownership/hooks"
@@ -26,17 +31,96 @@ type DemoOptions struct {
 	Keep bool
 	// Topology is run under the three retry policies [Chain()].
 	Topology *Topology
-	// ChainRequests are root requests per chain policy [200];
-	// CheckoutRequests per checkout phase [3000]; AvailabilityRequests
+	// ChainRequests are root requests per chain policy [200, or with
+	// Sample below 1 SampledRequests for the policy]; CheckoutRequests per
+	// checkout phase [3000, or 1400/Sample if more]; AvailabilityRequests
 	// per error rate [100000]; Concurrency root requests at once [4].
 	ChainRequests, CheckoutRequests, AvailabilityRequests, Concurrency int
 	Seed                                                               uint64
+	// Sample is the share of traces the collector keeps, in (0, 1] [1:
+	// all]. Below 1, contrib's probabilistic_sampler keeps them in front of
+	// the errorownership processor (CollectorConfig.Sample), and the store's
+	// figures are estimates of all traffic from the kept traces.
+	Sample float64
 	// Out receives the progress lines and the report.
 	Out io.Writer
 }
 
 // BudgetRatio is the demo's retry budget; the min-retries floor is 0.
 const BudgetRatio = 0.1
+
+// unsampledChainRequests are the root requests per chain policy without
+// sampling.
+const unsampledChainRequests = 200
+
+// How close a sampled run's estimates are to the theory: within
+// SampledTolerance of it (relative), by SampledZ standard errors.
+const (
+	SampledTolerance = 0.05
+	SampledZ         = 4.0
+)
+
+// SampledHalfWidths returns, for a chain whose requests served per root
+// request are theory (by depth, the root first), the half-width of the
+// interval of SampledZ standard errors around each figure that the store
+// estimates from the traces kept when a share sample of n root requests'
+// traces is kept.
+//
+// Why: the store's figure at depth k is the mean, over the kept root
+// requests, of each trace's count x_k of requests served at depth k (a
+// ratio of estimates: each kept trace weighs the same 1/sample). The
+// sampler keeps each trace independently with probability sample (by its
+// trace ID's randomness, unrelated to what happened in it), so the mean's
+// standard error is sqrt(V_k·(1−sample)/(sample·n)), V_k the variance of x_k
+// over the traces (finite population corrected). Along the chain every
+// request at depth k−1 makes one call of one or two attempts, the second
+// with probability q_k = theory_k/theory_{k−1} − 1, so x_k is a branching
+// count of mean theory_k and variance
+//
+//	V_k = theory_{k−1}·q_k·(1−q_k) + V_{k−1}·(1+q_k)².
+//
+// Retry-every-hop (q = 1, 1, 1, 0, 0, 0) gives V = 0: its traces are all
+// alike, and any sample gives its figures exactly. The budget (q = 0.1 on
+// A→B, B→C and C→D) gives V_3 = 1.21·0.09 + 0.2079·1.21 = 0.3605 at
+// theory 1.331, ownership (q = 0.1 on C→D alone) V_3 = 0.09 at 1.1.
+func SampledHalfWidths(theory []float64, sample float64, n int) []float64 {
+	out := make([]float64, len(theory))
+	v := 0.0
+	for k := 1; k < len(theory); k++ {
+		q := math.Min(math.Max(theory[k]/theory[k-1]-1, 0), 1)
+		v = theory[k-1]*q*(1-q) + v*(1+q)*(1+q)
+		out[k] = SampledZ * math.Sqrt(v*(1-sample)/(sample*float64(n)))
+	}
+	return out
+}
+
+// SampledRequests returns how many root requests a chain policy whose
+// figures are theory needs when a share sample of its traces is kept, so
+// that each estimate is within SampledTolerance of its theory by the
+// interval of SampledHalfWidths, not by luck: solving
+// SampledZ·sqrt(V_k·(1−s)/(s·n)) ≤ SampledTolerance·theory_k for n,
+//
+//	n ≥ SampledZ²·V_k·(1−s) / (s·(SampledTolerance·theory_k)²).
+//
+// At s = 0.1: the budget needs 16·0.3605·0.9/(0.1·0.06655²) = 11,720 root
+// requests, ownership 16·0.09·0.9/(0.1·0.055²) = 4,284, retry-every-hop
+// none beyond the unsampled 200. At 4 standard errors a figure misses its
+// interval 6·10⁻⁵ of the time, so that one of the demo's dozen distinct
+// sampled figures misses less than once in a thousand runs. The count is
+// rounded up to hundreds, and never below the unsampled 200.
+func SampledRequests(theory []float64, sample float64) int {
+	if sample >= 1 {
+		return unsampledChainRequests
+	}
+	need := 0.0
+	// The half-width at n = 1 is SampledZ·sqrt(V_k·(1−s)/s); n scales it
+	// by 1/sqrt(n).
+	for k, h := range SampledHalfWidths(theory, sample, 1) {
+		r := h / (SampledTolerance * theory[k])
+		need = math.Max(need, r*r)
+	}
+	return max(unsampledChainRequests, int(math.Ceil(need/100))*100)
+}
 
 // Chain services in order, the policies the demo runs, and the
 // theoretical requests served per root request (docs/design.md §1) for
@@ -56,6 +140,10 @@ var (
 type CoincidentalPhase struct {
 	Hints    bool
 	Requests int
+	// Kept counts the root requests whose trace the sampler kept (all of
+	// them without sampling). The processor sees only those, so the ground
+	// truth of TrueCoincidental is theirs.
+	Kept int
 	// TrueCoincidental counts root requests where checkout failed on its
 	// own while its fail-open recommendations call failed and payments did
 	// not; Detected those the processor audited as coincidental;
@@ -82,8 +170,19 @@ type DemoReport struct {
 	DepthStore, DepthTheory map[Policy][]float64
 	Radius                  map[Policy]store.RootSummary
 	RadiusTheory            map[Policy]int
-	Availability            []AvailabilityRow
-	Coincidental            []CoincidentalPhase
+	// Requests are the root requests run per policy.
+	Requests map[Policy]int
+	// Sample is the share of traces kept (1: all), Threshold the sampler's
+	// ot=th for it and Weight a kept trace's adjusted count; HalfWidths are
+	// SampledHalfWidths per policy, in Services order for the chain; Spans
+	// and KeptSpans the spans the collector received and the sampler kept.
+	Sample           float64
+	Threshold        string
+	Weight           float64
+	HalfWidths       map[Policy][]float64
+	Spans, KeptSpans int64
+	Availability     []AvailabilityRow
+	Coincidental     []CoincidentalPhase
 	// Traffic is the store's service graph over the demo's window.
 	Traffic  *store.Traffic
 	Where    string
@@ -91,11 +190,19 @@ type DemoReport struct {
 }
 
 func (o *DemoOptions) defaults() {
-	if o.ChainRequests <= 0 {
-		o.ChainRequests = 200
+	if o.Sample == 0 {
+		o.Sample = 1
 	}
 	if o.CheckoutRequests <= 0 {
-		o.CheckoutRequests = 3000
+		// The edge model learns that recommendations is fail-open from the
+		// kept checkouts whose recommendations call failed alone, about 0.22
+		// of them (measured), once the Wilson upper bound (95 %) of
+		// P(checkout fails | that) ≈ 0.10 is at most 0.2. Over 300 such
+		// calls the bound is 0.14, and passes 0.2 only if the observed
+		// share is 0.155 or more, 3.2 standard errors (0.017) above 0.10:
+		// 300/0.22 ≈ 1400 kept checkouts, 1400/Sample requests, 14,000 at
+		// 0.1. Unsampled, 3000 give about 660.
+		o.CheckoutRequests = max(3000, int(math.Ceil(1400/o.Sample/100))*100)
 	}
 	if o.AvailabilityRequests <= 0 {
 		o.AvailabilityRequests = 100_000
@@ -118,6 +225,17 @@ func (o *DemoOptions) defaults() {
 func Demo(ctx context.Context, o DemoOptions) (rep *DemoReport, err error) {
 	custom := o.Topology != nil
 	o.defaults()
+	threshold, err := SampleThreshold(o.Sample)
+	if err != nil {
+		return nil, err
+	}
+	// Without --chain-requests, a sampled run has as many root requests as
+	// its estimates need (SampledRequests); a topology of the user's takes
+	// the chain's counts, sized for the chain.
+	requests := map[Policy]int{}
+	for _, p := range ChainPolicies {
+		requests[p] = cmp.Or(o.ChainRequests, SampledRequests(ChainTheory[p], o.Sample))
+	}
 	begin := time.Now()
 	out := o.Out
 	progress := func(format string, args ...any) {
@@ -134,7 +252,7 @@ func Demo(ctx context.Context, o DemoOptions) (rep *DemoReport, err error) {
 
 	progress("starting the errorownership processor in process (decision_wait 300ms, flush_interval 1s)…")
 	col, err := StartCollector(ctx, CollectorConfig{DSN: dsn, DecisionWait: 300 * time.Millisecond,
-		FlushInterval: time.Second, BudgetRatio: BudgetRatio, BudgetMin: 0})
+		FlushInterval: time.Second, BudgetRatio: BudgetRatio, BudgetMin: 0, Sample: o.Sample})
 	if err != nil {
 		return nil, err
 	}
@@ -145,11 +263,19 @@ func Demo(ctx context.Context, o DemoOptions) (rep *DemoReport, err error) {
 		}
 	}()
 	progress("collector: OTLP/HTTP at %s, hints at %s", col.OTLPEndpoint, col.HintsURL)
+	if o.Sample < 1 {
+		progress("sampling: probabilistic_sampler (proportional) keeps %g of the traces, ot=th:%s: each kept trace weighs %.4f",
+			o.Sample, threshold.TValue(), threshold.AdjustedCount())
+	}
 
 	top := o.Topology
 	rep = &DemoReport{Topology: top, ServedStore: map[Policy][]float64{}, ServedServers: map[Policy][]float64{},
 		Theory: map[Policy][]float64{}, DepthStore: map[Policy][]float64{}, DepthTheory: map[Policy][]float64{},
-		Radius: map[Policy]store.RootSummary{}, RadiusTheory: map[Policy]int{}}
+		Radius: map[Policy]store.RootSummary{}, RadiusTheory: map[Policy]int{}, Requests: requests,
+		Sample: o.Sample, Threshold: threshold.TValue(), Weight: threshold.AdjustedCount(), HalfWidths: map[Policy][]float64{}}
+	for _, p := range ChainPolicies {
+		rep.HalfWidths[p] = SampledHalfWidths(ChainTheory[p], o.Sample, requests[p])
+	}
 	for _, s := range top.Services {
 		rep.Services = append(rep.Services, s.Name)
 	}
@@ -181,20 +307,25 @@ func Demo(ctx context.Context, o DemoOptions) (rep *DemoReport, err error) {
 	}
 
 	stormRoute := "/chain/"
+	counts := fmt.Sprintf("%d root requests per policy", requests[ChainPolicies[0]])
+	if requests[RetryEveryHop] != requests[BudgetPolicy] || requests[BudgetPolicy] != requests[Ownership] {
+		counts = fmt.Sprintf("%d, %d and %d root requests (as many as sampling needs for ±%.0f%%, SampledRequests)",
+			requests[RetryEveryHop], requests[BudgetPolicy], requests[Ownership], SampledTolerance*100)
+	}
 	if !custom {
-		progress("chain A→B→C→D→E→F→G, D always fails: %d root requests per policy, concurrency %d", o.ChainRequests, o.Concurrency)
+		progress("chain A→B→C→D→E→F→G, D always fails: %s, concurrency %d", counts, o.Concurrency)
 	} else {
 		stormRoute = "/topology/"
-		progress("topology with root %s, %d services: %d root requests per policy, concurrency %d", top.Root, len(top.Services), o.ChainRequests, o.Concurrency)
+		progress("topology with root %s, %d services: %s, concurrency %d", top.Root, len(top.Services), counts, o.Concurrency)
 	}
 	for _, p := range ChainPolicies {
-		r, err := run(top, p, prefix+stormRoute+string(p), false, o.ChainRequests, nil)
+		r, err := run(top, p, prefix+stormRoute+string(p), false, requests[p], nil)
 		if err != nil {
 			return nil, err
 		}
 		per := make([]float64, len(rep.Services))
 		for i, s := range rep.Services {
-			per[i] = float64(r.Served[s]) / float64(o.ChainRequests)
+			per[i] = float64(r.Served[s]) / float64(requests[p])
 		}
 		rep.ServedServers[p] = per
 	}
@@ -225,6 +356,7 @@ func Demo(ctx context.Context, o DemoOptions) (rep *DemoReport, err error) {
 	if err := col.Shutdown(ctx); err != nil {
 		return nil, fmt.Errorf("processor shutdown: %w", err)
 	}
+	rep.Spans, rep.KeptSpans = col.Spans.Load(), col.Kept.Load()
 
 	st, err := store.OpenDSN(ctx, dsn)
 	if err != nil {
@@ -274,7 +406,7 @@ func Demo(ctx context.Context, o DemoOptions) (rep *DemoReport, err error) {
 		audited[a.TraceID] = true
 	}
 	for _, r := range []*RunResult{noHints, withHints} {
-		rep.Coincidental = append(rep.Coincidental, coincidental(r, audited))
+		rep.Coincidental = append(rep.Coincidental, coincidental(r, audited, col.KeptTrace))
 	}
 	if rep.Traffic, err = st.Traffic(ctx, from, to, dependencyanalysis.DefaultConfig().EdgeModel); err != nil {
 		return nil, err
@@ -292,11 +424,20 @@ func hintsLabel(h bool) string {
 	return ""
 }
 
-func coincidental(r *RunResult, audited map[string]bool) CoincidentalPhase {
+// coincidental compares the ground truth of the traces kept with what the
+// processor audited; checkout's own failures and claims are the servers'
+// ground truth, every trace's.
+func coincidental(r *RunResult, audited map[string]bool, kept func(pcommon.TraceID) bool) CoincidentalPhase {
 	ph := CoincidentalPhase{Hints: r.Config.Hints, Requests: r.Config.Requests}
 	for id, t := range r.Truth {
 		own := t.OwnFaults["checkout"] > 0
-		truth := t.Coincidental(r.Config.Topology, "checkout")
+		var tid pcommon.TraceID
+		n, err := hex.Decode(tid[:], []byte(id))
+		truth := false
+		if err == nil && n == len(tid) && kept(tid) {
+			ph.Kept++
+			truth = t.Coincidental(r.Config.Topology, "checkout")
+		}
 		if truth {
 			ph.TrueCoincidental++
 		}
@@ -379,6 +520,18 @@ func (rep *DemoReport) Print(w io.Writer) {
 	tw.Flush()
 	fmt.Fprintf(w, "(budget: ratio %.0f%%, min-retries floor 0: the hooks' default floor, %d retries/s over a %v window,\n would allow more retries than 10%% of these few hundred requests earn, and hide the ratio)\n",
 		BudgetRatio*100, ownership.DefaultMinRetriesPerSecond, hooks.DefaultBudgetWindow)
+	if rep.Sample < 1 {
+		fmt.Fprintf(w, "(sampled: the probabilistic_sampler kept %d of %d spans at ot=th:%s, each kept trace weighing %.4f;\n", rep.KeptSpans, rep.Spans, rep.Threshold, rep.Weight)
+		fmt.Fprintf(w, " the store's figures are estimates from the kept traces, within")
+		for i, p := range ChainPolicies {
+			sep := ","
+			if i == len(ChainPolicies)-1 {
+				sep = ""
+			}
+			fmt.Fprintf(w, " ±%.3f for %s%s", slices.Max(rep.HalfWidths[p]), p, sep)
+		}
+		fmt.Fprintf(w, "\n at %.0f standard errors of the sample (SampledHalfWidths), none beyond ±%.0f%% of the theory)\n", SampledZ, SampledTolerance*100)
+	}
 
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "== Retry-storm radius (store.Roots): longest chain of hops that retried one failure")
@@ -409,16 +562,29 @@ func (rep *DemoReport) Print(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "== Claim accuracy and coincidental errors (checkout; ground truth vs the processor's audit)")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\trequests\ttrue coincidental\taudited\tprecision\trecall\tcheckout's own failures\tsent claimed\t")
+	sampled := rep.Sample < 1
+	kept := ""
+	if sampled {
+		kept = "traces kept\t"
+	}
+	fmt.Fprintln(tw, "phase\trequests\t"+kept+"true coincidental\taudited\tprecision\trecall\tcheckout's own failures\tsent claimed\t")
 	for _, c := range rep.Coincidental {
 		label := "without hints (model learning)"
 		if c.Hints {
 			label = "with hints (model learned)"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%d\t%.1f%%\t\n", label, c.Requests, c.TrueCoincidental, c.Detected,
+		fmt.Fprintf(tw, "%s\t%d\t", label, c.Requests)
+		if sampled {
+			fmt.Fprintf(tw, "%d\t", c.Kept)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%.1f%%\t\n", c.TrueCoincidental, c.Detected,
 			fraction(c.Precision), fraction(c.Recall), c.OwnFailures, 100*ratio(c.OwnClaimed, c.OwnFailures))
 	}
 	tw.Flush()
+	if sampled {
+		fmt.Fprintln(w, "(sampled: the processor sees the kept traces alone, so \"true coincidental\" counts those of them;")
+		fmt.Fprintln(w, " checkout's own failures and claims are every request's, as the servers counted them)")
+	}
 	fmt.Fprintln(w, "(without hints checkout cannot know recommendations is fail-open, so an own failure that coincides")
 	fmt.Fprintln(w, " with a failed recommendations call is sent unclaimed: \"sent claimed\" is what checkout claimed at")
 	fmt.Fprintln(w, " the time. The processor holds a failure judged while its edge has no mode and judges it again once")

@@ -73,6 +73,83 @@ func TestDemo(t *testing.T) {
 	assert.Contains(t, out.String(), "PostgreSQL cluster removed")
 }
 
+// TestDemoSampled runs the demo with contrib's probabilistic_sampler
+// keeping one trace in ten in front of the processor: the store's requests
+// served per root request, estimated from the kept traces, are within their
+// interval (SampledHalfWidths, 4 standard errors of the sample) of the
+// servers' own counts and within ±5 % of the theory of docs/design.md §1;
+// the request counts the demo chose make those intervals that narrow.
+func TestDemoSampled(t *testing.T) {
+	pgtest.RequireBinaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const sample = 0.1
+	var out bytes.Buffer
+	rep, err := Demo(ctx, DemoOptions{Sample: sample, AvailabilityRequests: 1000, Out: &out})
+	t.Log("\n" + out.String())
+	require.NoError(t, err)
+
+	assert.Equal(t, "e666", rep.Threshold, "the sampler's threshold for 0.1 at four hex digits")
+	assert.InDelta(t, 65536.0/6554, rep.Weight, 1e-12)
+	assert.Contains(t, out.String(), "ot=th:e666")
+	for _, p := range ChainPolicies {
+		assert.Equal(t, SampledRequests(ChainTheory[p], sample), rep.Requests[p], "%s root requests", p)
+		for i, svc := range ChainServices {
+			theory, h := ChainTheory[p][i], rep.HalfWidths[p][i]
+			store, servers := rep.ServedStore[p][i], rep.ServedServers[p][i]
+			assert.LessOrEqual(t, h, SampledTolerance*theory+1e-12, "%s %s: the interval is within ±5%% of the theory", p, svc)
+			assert.InDelta(t, servers, store, h+1e-9, "%s %s: the store's estimate %.4f Ƞ within ±%.4f of the servers' %.4f Ƞ", p, svc, store, h, servers)
+			assert.InDelta(t, theory, store, SampledTolerance*theory, "%s %s: the store's estimate %.4f Ƞ within ±5%% of the theory %.3f Ƞ", p, svc, store, theory)
+			assert.InDelta(t, theory, servers, 0.03*theory, "%s %s: the servers' %.4f Ƞ", p, svc, servers)
+		}
+	}
+	assert.Equal(t, []float64{0, 0, 0, 0, 0, 0, 0}, rep.HalfWidths[RetryEveryHop], "retry-every-hop's traces are all alike")
+	assert.Equal(t, 3, rep.Radius[RetryEveryHop].StormRadiusMax, "retry-every-hop storm radius")
+	assert.Equal(t, 1, rep.Radius[Ownership].StormRadiusMax, "ownership storm radius")
+
+	// The sampler kept about a tenth of the checkouts' traces, by the
+	// binomial interval; the processor audited exactly the coincidental
+	// errors among them.
+	require.Len(t, rep.Coincidental, 2)
+	for _, c := range rep.Coincidental {
+		n := float64(c.Requests)
+		assert.InDelta(t, sample*n, float64(c.Kept), 4*math.Sqrt(n*sample*(1-sample)), "traces kept (hints %v)", c.Hints)
+		if c.Detected > 0 {
+			assert.GreaterOrEqual(t, c.Precision, 0.99, "coincidental precision (hints %v)", c.Hints)
+		}
+	}
+	learned := rep.Coincidental[1]
+	require.True(t, learned.Hints)
+	assert.Positive(t, learned.TrueCoincidental)
+	assert.GreaterOrEqual(t, learned.Recall, 0.95, "coincidental recall among the kept traces once the model is learned")
+	assert.Less(t, rep.KeptSpans, rep.Spans/5, "the sampler dropped most spans")
+}
+
+// TestSampledRequests: the request counts of SampledRequests' comment, and
+// their intervals within ±5 % of the theory.
+func TestSampledRequests(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy Policy
+		sample float64
+		want   int
+	}{
+		{"retry_every_hop: every trace alike", RetryEveryHop, 0.1, 200},
+		{"budget at 0.1: 11,720 rounded up", BudgetPolicy, 0.1, 11800},
+		{"ownership at 0.1: 4,284 rounded up", Ownership, 0.1, 4300},
+		{"budget at 0.25: 3,907 rounded up", BudgetPolicy, 0.25, 4000},
+		{"no sampling", BudgetPolicy, 1, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := SampledRequests(ChainTheory[tc.policy], tc.sample)
+			assert.Equal(t, tc.want, n)
+			for i, h := range SampledHalfWidths(ChainTheory[tc.policy], tc.sample, n) {
+				assert.LessOrEqual(t, h, SampledTolerance*ChainTheory[tc.policy][i], "depth %d", i)
+			}
+		})
+	}
+}
+
 func TestParseTopology(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, err string }{
 		{"chain", ChainYAML, ""},
