@@ -291,6 +291,7 @@ type spanAttrs struct {
 	urlRank     uint8
 	path        string
 	sampleRate  float64
+	sampleRank  uint8
 	// seen marks the ownership attributes present under their current
 	// names; legacy, those present under their old ones.
 	seen   uint8
@@ -327,7 +328,7 @@ func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) float64 {
 		r.Operation = e.syms.intern(sp.Name())
 	}
 
-	a := spanAttrs{grpcCode: -1, attempt: -1, attemptRank: 255, addressRank: 255, urlRank: 255}
+	a := spanAttrs{grpcCode: -1, attempt: -1, attemptRank: 255, addressRank: 255, urlRank: 255, sampleRank: 255}
 	for k, v := range sp.Attributes().All() {
 		spec := e.lookup(k)
 		switch spec.field {
@@ -336,8 +337,8 @@ func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) float64 {
 		case fieldPeerService:
 			a.peer[spec.rank] = v.Str()
 		case fieldSampleRate:
-			if a.sampleRate == 0 {
-				a.sampleRate = floatValue(v)
+			if f := floatValue(v); f > 0 && spec.rank < a.sampleRank {
+				a.sampleRate, a.sampleRank = f, spec.rank
 			}
 		case fieldAttempt:
 			if n, ok := intValue(v); ok && n >= 0 && spec.rank < a.attemptRank {

@@ -138,16 +138,16 @@ type Trace struct {
 type Incomplete uint8
 
 const (
-	// IncompleteNone: the trace is whole as far as can be told.
+	// IncompleteNone means the trace is whole as far as can be told.
 	IncompleteNone Incomplete = iota
-	// IncompleteMissingParent: its spans form more than one tree, so a
+	// IncompleteMissingParent means its spans form more than one tree, so a
 	// span between them never came (sampled out, lost, or late).
 	IncompleteMissingParent
-	// IncompleteMissingCallee: a call was answered by a callee known to be
+	// IncompleteMissingCallee means a call was answered by a callee known to be
 	// instrumented whose inbound span is not in the trace (sampled out
 	// below, or exported elsewhere): EdgeModel.CheckCallees.
 	IncompleteMissingCallee
-	// IncompleteSampling: a span's sampling threshold is contradicted by
+	// IncompleteSampling means a span's sampling threshold is contradicted by
 	// its randomness, so the trace's weight is unknown.
 	IncompleteSampling
 	numIncomplete

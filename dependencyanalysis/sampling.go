@@ -17,12 +17,12 @@ import (
 type SamplingMethod uint8
 
 const (
-	// SamplingCounted: the trace said nothing of how it was sampled, so it
+	// SamplingCounted means the trace said nothing of how it was sampled, so it
 	// counts as one. Behind a sampler that does not say (a tail sampler,
 	// an SDK ratio sampler of the old kind) that undercounts, and ratios
 	// are biased towards what the sampler keeps.
 	SamplingCounted SamplingMethod = iota
-	// SamplingExtrapolated: the trace counts as its adjusted count, from
+	// SamplingExtrapolated means the trace counts as its adjusted count, from
 	// OpenTelemetry's probability sampling threshold (tracestate ot=th) or
 	// the configured sample-rate attribute.
 	SamplingExtrapolated
@@ -43,9 +43,9 @@ func (m SamplingMethod) String() string {
 type SamplingClass uint16
 
 const (
-	// SamplingNone: no sampling information; the trace counts as one.
+	// SamplingNone means no sampling information; the trace counts as one.
 	SamplingNone SamplingClass = 0
-	// SamplingInconsistent: a span's threshold is not satisfied by its
+	// SamplingInconsistent means a span's threshold is not satisfied by its
 	// randomness (the specification's rule: R ≥ T for every kept span), or
 	// the table of classes is full; the trace's weight is unknown, and it is
 	// set apart, not judged.

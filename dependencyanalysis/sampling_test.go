@@ -93,7 +93,7 @@ func TestCombineSampling(t *testing.T) {
 
 func TestExtractSampling(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.Attributes.SampleRate = []string{"SampleRate"}
+	cfg.Attributes.SampleRate = []string{"SampleRate", "sample.rate"}
 	require.NoError(t, cfg.Validate())
 	td := ptrace.NewTraces()
 	spans := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
@@ -108,9 +108,10 @@ func TestExtractSampling(t *testing.T) {
 	add("", map[string]any{"SampleRate": 20})
 	add("", map[string]any{"SampleRate": "4"})
 	add("", nil)
+	add("", map[string]any{"sample.rate": 5, "SampleRate": 50}) // the first name configured wins
 	recs := NewExtractor(cfg, NewSymbols(0)).Append(nil, td)
-	require.Len(t, recs, 4)
-	for i, want := range []float64{65536.0 / (65536 - 0xe666), 20, 4, 1} {
+	require.Len(t, recs, 5)
+	for i, want := range []float64{65536.0 / (65536 - 0xe666), 20, 4, 1, 50} {
 		assert.InDelta(t, want, recs[i].Sampling.Weight(), 1e-9, "span %d", i)
 	}
 }

@@ -645,7 +645,7 @@ func (s *Stats) Merge(o *Stats) {
 	s.Link.Add(o.Link)
 	for k, v := range o.Operations {
 		op := s.operation(k)
-		op.OperationCounts.merge(&v.OperationCounts)
+		op.merge(&v.OperationCounts)
 		for m := range op.Est {
 			op.Est[m].merge(&v.Est[m])
 		}
@@ -653,7 +653,7 @@ func (s *Stats) Merge(o *Stats) {
 	}
 	for k, v := range o.Edges {
 		e := s.edge(k)
-		e.EdgeTraffic.merge(&v.EdgeTraffic)
+		e.merge(&v.EdgeTraffic)
 		for m := range e.Est {
 			e.Est[m].merge(&v.Est[m])
 		}
