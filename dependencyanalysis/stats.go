@@ -15,9 +15,10 @@ type OperationKey struct {
 	Service, Operation Symbol
 }
 
-// Figure is what a figure counts in: requests or calls seen (uint64), or
-// their estimate of all traffic (float64), each trace by its adjusted count.
-type Figure interface{ ~uint64 | ~float64 }
+// Figure is what a figure counts in: requests or calls seen (uint64), a
+// correction of them (int64), or their estimate of all traffic (float64),
+// each trace by its adjusted count.
+type Figure interface{ ~uint64 | ~int64 | ~float64 }
 
 // OperationCounts are one inbound operation's figures, seen or estimated.
 type OperationCounts[T Figure] struct {
@@ -91,14 +92,11 @@ func (op *OperationStats) Estimate() OperationCounts[float64] {
 }
 
 // VerdictCounts are the figures verdicts add to an operation — OperationStats'
-// Failed, Verdicts, Claims, ClaimsCorrect and ExpectedClaims — signed, so
-// that they can take a verdict back as well as add one.
+// Failed, Verdicts, Claims, ClaimsCorrect and ExpectedClaims; Served and
+// RetriesReceived stay 0 — signed, so that they can take a verdict back as
+// well as add one.
 type VerdictCounts struct {
-	Failed         int64
-	Verdicts       [4]int64
-	Claims         [3][4]int64
-	ClaimsCorrect  int64
-	ExpectedClaims [3]int64
+	OperationCounts[int64]
 	// Est are the same figures as estimates of all traffic, by
 	// SamplingMethod (OperationStats.Est).
 	Est [2]OperationCounts[float64]
@@ -107,23 +105,14 @@ type VerdictCounts struct {
 // add adds n verdicts of kind whose service sent sent where the rules
 // expect expected, of a trace of adjusted count w by method m.
 func (c *VerdictCounts) add(kind VerdictKind, sent, expected ownership.Claim, n int64, w float64, m SamplingMethod) {
-	c.Failed += n
-	c.Verdicts[kind] += n
-	c.Claims[sent][kind] += n
-	c.ExpectedClaims[expected] += n
-	if sent == expected {
-		c.ClaimsCorrect += n
-	}
+	c.count(kind, sent, expected, n)
 	c.Est[m].count(kind, sent, expected, float64(n)*w)
 }
 
 // VerdictCounts returns op's verdict figures, signed.
 func (op *OperationStats) VerdictCounts() VerdictCounts {
-	c := VerdictCounts{Failed: toSigned(op.Failed), ClaimsCorrect: toSigned(op.ClaimsCorrect)}
-	c.Est = op.Est
-	for m := range c.Est {
-		c.Est[m].Served, c.Est[m].RetriesReceived = 0, 0 // not verdict figures
-	}
+	var c VerdictCounts
+	c.Failed, c.ClaimsCorrect = toSigned(op.Failed), toSigned(op.ClaimsCorrect)
 	for i, n := range op.Verdicts {
 		c.Verdicts[i] = toSigned(n)
 	}
@@ -135,6 +124,10 @@ func (op *OperationStats) VerdictCounts() VerdictCounts {
 	for i, n := range op.ExpectedClaims {
 		c.ExpectedClaims[i] = toSigned(n)
 	}
+	c.Est = op.Est
+	for m := range c.Est {
+		c.Est[m].Served, c.Est[m].RetriesReceived = 0, 0 // not verdict figures
+	}
 	return c
 }
 
@@ -144,19 +137,7 @@ func toSigned(n uint64) int64 { return int64(min(n, math.MaxInt64)) }
 
 // Merge adds o to c.
 func (c *VerdictCounts) Merge(o *VerdictCounts) {
-	c.Failed += o.Failed
-	c.ClaimsCorrect += o.ClaimsCorrect
-	for i := range o.Verdicts {
-		c.Verdicts[i] += o.Verdicts[i]
-	}
-	for i := range o.Claims {
-		for j := range o.Claims[i] {
-			c.Claims[i][j] += o.Claims[i][j]
-		}
-	}
-	for i := range o.ExpectedClaims {
-		c.ExpectedClaims[i] += o.ExpectedClaims[i]
-	}
+	c.merge(&o.OperationCounts)
 	for m := range c.Est {
 		c.Est[m].merge(&o.Est[m])
 	}
