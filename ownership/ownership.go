@@ -182,3 +182,24 @@ const (
 	// all; a longer one is missing, whatever it holds.
 	MaxClaimValueLen = 64
 )
+
+// The environment variables the zero-code hooks read, and the service's name
+// from OpenTelemetry's.
+const (
+	// EnvHintsEndpoint is the ownership hints' base URL, such as
+	// http://collector:4320. Unset, the hooks run without hints: every edge
+	// unknown, every failed call of a request counting against it.
+	EnvHintsEndpoint = "ERROROWNERSHIP_HINTS_ENDPOINT"
+	// EnvRetryRatio is the retry budget's ratio, retries per request, such as 0.1
+	// (retry_budget.ratio when unset).
+	EnvRetryRatio = "ERROROWNERSHIP_RETRY_RATIO"
+	// EnvMinRetriesPerSecond is the retry budget's floor, retries a client may
+	// always make each second (retry_budget.min_retries_per_second when unset).
+	EnvMinRetriesPerSecond = "ERROROWNERSHIP_MIN_RETRIES_PER_SECOND"
+	// EnvMaxAttempts: attempts per call, the first included; 1 retries nothing
+	// (the language's library default when unset).
+	EnvMaxAttempts = "ERROROWNERSHIP_MAX_ATTEMPTS"
+	// EnvServiceName is the service's name, whose hints the hooks read;
+	// OpenTelemetry's own variable, never one of ours.
+	EnvServiceName = "OTEL_SERVICE_NAME"
+)

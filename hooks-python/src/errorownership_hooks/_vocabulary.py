@@ -165,3 +165,22 @@ MAX_MIN_RETRIES_PER_SECOND: Final = 1000.0
 #: The longest header or trailer value read as a claim at all; a longer one is missing,
 #: whatever it holds.
 MAX_CLAIM_VALUE_LEN: Final = 64
+
+# The environment variables the zero-code hooks read, and the service's name from
+# OpenTelemetry's.
+#: The ownership hints' base URL, such as http://collector:4320. Unset, the hooks run
+#: without hints: every edge unknown, every failed call of a request counting against
+#: it.
+ENV_HINTS_ENDPOINT: Final = "ERROROWNERSHIP_HINTS_ENDPOINT"
+#: The retry budget's ratio, retries per request, such as 0.1 (retry_budget.ratio when
+#: unset).
+ENV_RETRY_RATIO: Final = "ERROROWNERSHIP_RETRY_RATIO"
+#: The retry budget's floor, retries a client may always make each second
+#: (retry_budget.min_retries_per_second when unset).
+ENV_MIN_RETRIES_PER_SECOND: Final = "ERROROWNERSHIP_MIN_RETRIES_PER_SECOND"
+#: Attempts per call, the first included; 1 retries nothing (the language's library
+#: default when unset).
+ENV_MAX_ATTEMPTS: Final = "ERROROWNERSHIP_MAX_ATTEMPTS"
+#: The service's name, whose hints the hooks read; OpenTelemetry's own variable, never
+#: one of ours.
+ENV_SERVICE_NAME: Final = "OTEL_SERVICE_NAME"

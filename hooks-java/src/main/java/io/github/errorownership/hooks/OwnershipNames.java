@@ -210,5 +210,32 @@ public final class OwnershipNames {
    */
   public static final int MAX_CLAIM_VALUE_LENGTH = 64;
 
+  /**
+   * The ownership hints' base URL, such as http://collector:4320. Unset, the hooks run without
+   * hints: every edge unknown, every failed call of a request counting against it.
+   */
+  public static final String ENV_HINTS_ENDPOINT = "ERROROWNERSHIP_HINTS_ENDPOINT";
+
+  /** The retry budget's ratio, retries per request, such as 0.1 (retry_budget.ratio when unset). */
+  public static final String ENV_RETRY_RATIO = "ERROROWNERSHIP_RETRY_RATIO";
+
+  /**
+   * The retry budget's floor, retries a client may always make each second
+   * (retry_budget.min_retries_per_second when unset).
+   */
+  public static final String ENV_MIN_RETRIES_PER_SECOND = "ERROROWNERSHIP_MIN_RETRIES_PER_SECOND";
+
+  /**
+   * Attempts per call, the first included; 1 retries nothing (the language's library default when
+   * unset).
+   */
+  public static final String ENV_MAX_ATTEMPTS = "ERROROWNERSHIP_MAX_ATTEMPTS";
+
+  /**
+   * The service's name, whose hints the hooks read; OpenTelemetry's own variable, never one of
+   * ours.
+   */
+  public static final String ENV_SERVICE_NAME = "OTEL_SERVICE_NAME";
+
   private OwnershipNames() {}
 }
