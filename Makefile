@@ -44,7 +44,7 @@ test: check-modules test-hooks mesh-deps
 	cd bench && $(GO) test -count=1 ./...
 
 ## hooks-deps: what the Java, Node.js and Python hooks build and test with (Maven, npm, pip), and what the polyglot chain's services (e2e/polyglot/README.md) and the newcomer tests' services (e2e/newcomer_test.go, installed from the packed hooks as each README says) run with: the hooks of each language, a Python venv, the Node.js packages, the Java classpath and the OpenTelemetry Java agent. Each is redone when what it is made from changes.
-HOOKS_DEPS := hooks-java/target/.deps hooks-node/build/.deps hooks-python/.venv/.deps \
+HOOKS_DEPS := hooks-java/target/.deps hooks-node/build/.deps hooks-python/.venv/.deps hooks-python/.venv-zerocode/.deps \
 	e2e/polyglot/python/.venv/.deps e2e/polyglot/node/node_modules/.deps e2e/polyglot/java/target/.deps \
 	e2e/newcomer/python/.venv/.deps e2e/newcomer/node/node_modules/.deps \
 	e2e/newcomer/java/target/.deps
@@ -64,6 +64,14 @@ hooks-node/build/.deps: hooks-node/node_modules/.deps hooks-node/tsconfig.json $
 	touch $@
 hooks-python/.venv/.deps: hooks-python/pyproject.toml
 	cd hooks-python && python3 -m venv .venv && .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
+	touch $@
+# The zero-code test's service (hooks-python/tests/test_zerocode.py): the hooks from their wheel, run under
+# opentelemetry-instrument. A new venv each time: pip keeps an installed wheel of the same version.
+hooks-python/.venv-zerocode/.deps: hooks-python/tests/requirements-zerocode.txt hooks-python/.venv/.deps hooks-python/pyproject.toml $(shell find hooks-python/src -type f 2>/dev/null)
+	rm -rf hooks-python/.venv-zerocode
+	hooks-python/.venv/bin/python -m build -q --wheel --outdir hooks-python/.venv-zerocode/dist hooks-python
+	python3 -m venv hooks-python/.venv-zerocode
+	hooks-python/.venv-zerocode/bin/pip install -q --disable-pip-version-check "$$(ls hooks-python/.venv-zerocode/dist/errorownership_hooks-*.whl)" -r hooks-python/tests/requirements-zerocode.txt
 	touch $@
 e2e/polyglot/python/.venv/.deps: e2e/polyglot/python/requirements.txt hooks-python/pyproject.toml
 	cd e2e/polyglot/python && python3 -m venv .venv && .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt

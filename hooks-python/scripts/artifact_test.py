@@ -58,6 +58,8 @@ def wheel_problems(wheel: Path, ver: str) -> list[str]:
         f"{dist_info}/WHEEL",
         f"{dist_info}/RECORD",
         f"{dist_info}/licenses/LICENSE",
+        # The instrumentor opentelemetry-instrument loads (instrumentor.py).
+        f"{dist_info}/entry_points.txt",
     }
     with zipfile.ZipFile(wheel) as z:
         print(f"{'size':>8}  name")
