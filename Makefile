@@ -117,6 +117,8 @@ test-hooks: hooks-deps
 	cd hooks-java && mvn -B -q -ntp -o verify
 	cd hooks-node && npm test
 	cd hooks-node && npm run --silent test:artifact
+	@# The zero-code preload, from the packed tarball, under the auto-instrumentations' register.
+	cd hooks-node && npm run --silent test:preload
 	cd hooks-python && .venv/bin/pytest -q && .venv/bin/mypy
 	@# Again at the oldest versions the package declares (hooks-python/README.md).
 	cd hooks-python && bash scripts/test-floor

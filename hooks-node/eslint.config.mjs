@@ -53,7 +53,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['test/**/*.ts', 'bench/**/*.ts'],
+    files: ['test/**/*.ts', 'bench/**/*.ts', 'scripts/test-preload.ts'],
     rules: {
       // The conformance vectors are JSON read as it comes: their shape is what the tests assert.
       '@typescript-eslint/no-unsafe-argument': 'off',

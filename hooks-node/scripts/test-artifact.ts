@@ -39,6 +39,7 @@ const required = [
   'build/src/grpc.d.ts',
   'build/src/http/fetch.js',
   'build/src/http/fetch.d.ts',
+  'build/src/register.js',
 ];
 for (const f of required) assert.ok(files.includes(f), `the tarball lacks ${f}: ${files.join(' ')}`);
 const allowed = /^(LICENSE|README\.md|package\.json|build\/src\/.+\.(js|d\.ts|js\.map))$/;

@@ -141,10 +141,14 @@ const spanAttempts = new WeakMap<Span, Attempt>();
 /** Binds the attempt active in the context (if any) to span, the instrumentation's span for it. */
 export function bindActiveAttempt(span: Span): void {
   const a = context.active().getValue(ATTEMPT_KEY);
-  if (a instanceof Attempt && !a.span) {
-    a.span = span;
-    spanAttempts.set(span, a);
-  }
+  if (a instanceof Attempt) bindAttempt(a, span);
+}
+
+/** Binds a to span, the instrumentation's span for it, unless a has one already. */
+export function bindAttempt(a: Attempt, span: Span): void {
+  if (a.span) return;
+  a.span = span;
+  spanAttempts.set(span, a);
 }
 
 /** The attempt bound to span, if any. */

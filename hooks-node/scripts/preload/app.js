@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// The service scripts/test-preload.ts runs, in a project that installed the
+// packed tarball, with `node --require
+// @opentelemetry/auto-instrumentations-node/register --require
+// @errorownership/hooks/register app.js` (in either order, or the hooks
+// alone). Its code knows nothing of the hooks: plain express, http.Server,
+// fetch and http.get. The test drives it over the IPC channel, which no
+// instrumentation sees.
+'use strict';
+
+const http = require('node:http');
+const express = require('express');
+
+const servers = [];
+
+function listen(server) {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      servers.push(server);
+      resolve(`http://127.0.0.1:${server.address().port}`);
+    });
+  });
+}
+
+/** One call through a plain client; resolves to the status, or 0 when the call threw. */
+async function call(via, url, method, headers, body) {
+  try {
+    if (via === 'fetch') {
+      const r = await fetch(url, { method, headers, body });
+      await r.arrayBuffer();
+      return r.status;
+    }
+    return await new Promise((resolve, reject) => {
+      const done = res => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode));
+      };
+      const req = via === 'get' ? http.get(url, { headers }, done) : http.request(url, { method, headers }, done);
+      req.on('error', reject);
+      if (via !== 'get') req.end(body);
+    });
+  } catch {
+    return 0;
+  }
+}
+
+/** The handler of case c: its calls, in order, then its answer. */
+async function handle(c, res) {
+  for (const k of c.calls ?? [])
+    await call(k.via ?? 'fetch', k.url, k.method, {}, k.method === 'POST' ? 'x' : undefined);
+  if (c.set_claim) res.setHeader('Error-Claim', c.set_claim.length === 1 ? c.set_claim[0] : c.set_claim);
+  res.statusCode = c.status;
+  res.end('done');
+}
+
+async function serve({ kind, cases }) {
+  if (kind === 'express') {
+    const app = express();
+    app.get('/case/:id', (req, res, next) => void handle(cases[Number(req.params.id)], res).catch(next));
+    return listen(http.createServer(app));
+  }
+  return listen(
+    http.createServer((req, res) => {
+      const m = /^\/case\/(\d+)$/.exec(req.url ?? '');
+      if (!m) {
+        res.statusCode = 404;
+        res.end();
+        return;
+      }
+      void handle(cases[Number(m[1])], res);
+    })
+  );
+}
+
+const ops = {
+  call: m => call(m.via, m.url, m.method, m.headers ?? {}, m.body),
+  serve,
+  ping: () => 'pong',
+};
+
+process.on('message', m => {
+  Promise.resolve()
+    .then(() => ops[m.op](m))
+    .then(
+      result => process.send({ id: m.id, result }),
+      err => process.send({ id: m.id, error: String(err?.stack ?? err) })
+    );
+});
+process.on('disconnect', () => {
+  for (const s of servers) s.close();
+  setTimeout(() => process.exit(0), 200).unref();
+});

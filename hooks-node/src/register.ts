@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+
+/*
+ * The zero-code hooks: `node --require @errorownership/hooks/register app.js`,
+ * beside `--require @opentelemetry/auto-instrumentations-node/register` in
+ * either order, or alone (claims and retries then work without spans).
+ * Configured by the environment only (conformance/vocabulary.yaml, group
+ * environment); switched off as the auto-instrumentations are, by
+ * OTEL_NODE_DISABLED_INSTRUMENTATIONS (or an OTEL_NODE_ENABLED_INSTRUMENTATIONS
+ * without it) naming "errorownership".
+ */
+// The modules themselves, not an import's namespace copy: the wrappers replace their functions.
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+import http = require('node:http');
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+import https = require('node:https');
+import * as path from 'node:path';
+import { createRequire } from 'node:module';
+import { HintSource } from './claim';
+import { startHints } from './hints';
+import { EnvHints, readEnv, switchedOff } from './zerocode/env';
+import { isWrapped, wrapGlobalFetch, wrapHttpClient } from './zerocode/client';
+import { patchInstrumentationExports } from './zerocode/instrumentations';
+import { wrapServer } from './zerocode/server';
+
+/*
+ * The instrumentation classes the OpenTelemetry register uses: the copies its
+ * own package resolves, and the service's (a tracing.js of its own). Loading
+ * them here is what they cost anyway, and when this preload runs first it
+ * puts them in the module cache, where the register then finds them.
+ */
+function patchInstrumentations(): void {
+  const seen = new Set<string>();
+  const bases = [path.join(process.cwd(), 'noop.js')];
+  if (process.argv[1]) bases.push(path.resolve(process.argv[1]));
+  const requires: NodeJS.Require[] = [];
+  for (const b of bases) {
+    const r = createRequire(b);
+    requires.push(r);
+    try {
+      requires.push(createRequire(r.resolve('@opentelemetry/auto-instrumentations-node')));
+    } catch {
+      // no auto-instrumentations here
+    }
+  }
+  for (const r of requires) {
+    for (const name of ['@opentelemetry/instrumentation-http', '@opentelemetry/instrumentation-undici']) {
+      let file: string;
+      try {
+        file = r.resolve(name);
+      } catch {
+        continue;
+      }
+      if (seen.has(file)) continue;
+      seen.add(file);
+      try {
+        patchInstrumentationExports(r(file));
+      } catch {
+        // a copy that does not load is one no register uses
+      }
+    }
+  }
+  // Copies loaded already from elsewhere (a register resolved from its own place).
+  for (const [file, m] of Object.entries(require.cache)) {
+    if (!seen.has(file) && /[\\/]@opentelemetry[\\/]instrumentation-(http|undici)[\\/]/.test(file)) {
+      patchInstrumentationExports(m?.exports);
+    }
+  }
+}
+
+function register(): void {
+  const env = process.env;
+  if (switchedOff(env) || isWrapped(globalThis.fetch)) return;
+  const cfg = readEnv(env, m => process.emitWarning(m, 'ErrorOwnershipWarning'));
+  const original = globalThis.fetch;
+  let inner: HintSource | undefined;
+  // The hint client polls with the fetch it was given, never the hooked one; its polls are untraced.
+  if (cfg.hintsEndpoint && cfg.service) inner = startHints(cfg.hintsEndpoint, cfg.service, { fetch: original });
+  const hints = new EnvHints(inner, cfg.ratio, cfg.minRetriesPerSecond);
+  try {
+    patchInstrumentations();
+  } catch {
+    // without the instrumentations' hooks, the spans lack the attributes; the rest works
+  }
+  wrapServer(http.Server.prototype, hints);
+  wrapServer(https.Server.prototype, hints);
+  wrapHttpClient(http, 'http:', hints);
+  wrapHttpClient(https, 'https:', hints);
+  if (typeof original === 'function') wrapGlobalFetch(original, hints, cfg.maxAttempts);
+}
+
+try {
+  register();
+} catch (e) {
+  // A preload that throws stops the service: warn and run without the hooks.
+  process.emitWarning(
+    `errorownership: the zero-code hooks did not start (${e instanceof Error ? e.message : String(e)}); the service runs without them. Report it at https://github.com/errorownership/errorownership/issues.`,
+    'ErrorOwnershipWarning'
+  );
+}
