@@ -109,6 +109,13 @@ func (c *Collector) KeptTrace(id pcommon.TraceID) bool {
 	return c.Threshold.ShouldSample(sampling.TraceIDToRandomness(id))
 }
 
+// decisionWait is the in-process processor's decision_wait. The services
+// export every 200 ms, each its own batch, so a trace's spans arrive up to
+// a few hundred milliseconds apart, more on a loaded machine; a trace whose
+// spans come further apart than decision_wait is analysed in parts, and a
+// part is set apart as incomplete, not judged (docs/design.md §8.1).
+const decisionWait = time.Second
+
 // StartCollector starts the processor and the receiver on free loopback ports.
 func StartCollector(ctx context.Context, cc CollectorConfig) (_ *Collector, err error) {
 	// The hints extension binds the endpoint its configuration names and

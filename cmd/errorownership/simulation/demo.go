@@ -250,8 +250,8 @@ func Demo(ctx context.Context, o DemoOptions) (rep *DemoReport, err error) {
 	}
 	defer func() { err = errors.Join(err, cleanup()) }()
 
-	progress("starting the errorownership processor in process (decision_wait 300ms, flush_interval 1s)…")
-	col, err := StartCollector(ctx, CollectorConfig{DSN: dsn, DecisionWait: 300 * time.Millisecond,
+	progress("starting the errorownership processor in process (decision_wait %v, flush_interval 1s)…", decisionWait)
+	col, err := StartCollector(ctx, CollectorConfig{DSN: dsn, DecisionWait: decisionWait,
 		FlushInterval: time.Second, BudgetRatio: BudgetRatio, BudgetMin: 0, Sample: o.Sample})
 	if err != nil {
 		return nil, err

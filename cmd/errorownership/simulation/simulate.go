@@ -86,7 +86,7 @@ func Simulate(ctx context.Context, o SimulateOptions) (_ []Simulated, err error)
 	}
 	defer func() { err = errors.Join(err, cleanup()) }()
 
-	col, err := StartCollector(ctx, CollectorConfig{DSN: dsn, DecisionWait: 300 * time.Millisecond,
+	col, err := StartCollector(ctx, CollectorConfig{DSN: dsn, DecisionWait: decisionWait,
 		FlushInterval: time.Second, BudgetRatio: budget, BudgetMin: 0})
 	if err != nil {
 		return nil, err
