@@ -46,8 +46,10 @@ import (
 type newcomerStart func(t *testing.T, name, otlp string, env ...string) *appService
 
 // newcomerProcessor is the processor of the hints extension's README, at
-// test speed (see defaultProcessor).
-const newcomerProcessor = `    decision_wait: 300ms
+// test speed (see defaultProcessor). Each service exports its own batches
+// every 200 ms: decision_wait leaves a loaded machine room to bring a
+// trace's spans together, since a trace analysed in parts is set apart.
+const newcomerProcessor = `    decision_wait: 1s
     flush_interval: 1s
     hints_extension: errorownership_hints
     edge_model:
