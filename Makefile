@@ -47,7 +47,7 @@ test: check-modules test-hooks
 HOOKS_DEPS := hooks-java/target/.deps hooks-node/build/.deps hooks-python/.venv/.deps \
 	e2e/polyglot/python/.venv/.deps e2e/polyglot/node/node_modules/.deps e2e/polyglot/java/target/.deps \
 	e2e/newcomer/python/.venv/.deps e2e/newcomer/node/node_modules/.deps \
-	e2e/newcomer/java/target/.deps
+	e2e/newcomer/java/target/.deps hooks-java/agent/target/.deps
 hooks-deps: $(HOOKS_DEPS)
 
 # The Java hooks are installed in the local Maven repository, where the chain's Java service finds them.
@@ -55,6 +55,11 @@ hooks-deps: $(HOOKS_DEPS)
 hooks-java/target/.deps: hooks-java/pom.xml $(shell find hooks-java/src/main hooks-java/src/it -type f 2>/dev/null)
 	cd hooks-java && mvn -B -q -ntp dependency:go-offline install -DskipTests
 	touch $@
+# The Java agent extension (hooks-java/agent) takes the hooks from the local Maven repository; package builds its jar.
+hooks-java/agent/target/.deps: hooks-java/agent/pom.xml $(shell find hooks-java/agent/src -type f 2>/dev/null) hooks-java/target/.deps
+	cd hooks-java/agent && mvn -B -q -ntp dependency:go-offline package
+	touch $@
+
 hooks-node/node_modules/.deps: hooks-node/package-lock.json
 	cd hooks-node && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
@@ -99,6 +104,7 @@ e2e/newcomer/java/target/.deps: e2e/newcomer/java/pom.xml $(shell find e2e/newco
 test-hooks: hooks-deps
 	cd hooks && $(GO) test -race -count=1 -timeout 10m ./...
 	cd hooks-java && mvn -B -q -ntp -o verify
+	cd hooks-java/agent && mvn -B -q -ntp -o verify
 	cd hooks-node && npm test
 	cd hooks-node && npm run --silent test:artifact
 	cd hooks-python && .venv/bin/pytest -q && .venv/bin/mypy
