@@ -48,7 +48,7 @@ test: check-modules test-hooks mesh-deps
 HOOKS_DEPS := hooks-java/target/.deps hooks-node/build/.deps hooks-python/.venv/.deps hooks-python/.venv-zerocode/.deps \
 	e2e/polyglot/python/.venv/.deps e2e/polyglot/node/node_modules/.deps e2e/polyglot/java/target/.deps \
 	e2e/newcomer/python/.venv/.deps e2e/newcomer/node/node_modules/.deps \
-	e2e/newcomer/java/target/.deps
+	e2e/newcomer/java/target/.deps hooks-java/agent/target/.deps
 hooks-deps: $(HOOKS_DEPS)
 
 # The Java hooks are installed in the local Maven repository, where the chain's Java service finds them.
@@ -56,6 +56,11 @@ hooks-deps: $(HOOKS_DEPS)
 hooks-java/target/.deps: hooks-java/pom.xml $(shell find hooks-java/src/main hooks-java/src/it -type f 2>/dev/null)
 	cd hooks-java && mvn -B -q -ntp dependency:go-offline install -DskipTests
 	touch $@
+# The Java agent extension (hooks-java/agent) takes the hooks from the local Maven repository; package builds its jar.
+hooks-java/agent/target/.deps: hooks-java/agent/pom.xml $(shell find hooks-java/agent/src -type f 2>/dev/null) hooks-java/target/.deps
+	cd hooks-java/agent && mvn -B -q -ntp dependency:go-offline package
+	touch $@
+
 hooks-node/node_modules/.deps: hooks-node/package-lock.json
 	cd hooks-node && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
@@ -116,6 +121,8 @@ mesh/envoy/.venv/.deps: mesh/envoy/requirements.txt
 test-hooks: hooks-deps
 	cd hooks && $(GO) test -race -count=1 -timeout 10m ./...
 	cd hooks-java && mvn -B -q -ntp -o verify
+	@# Online: the failsafe run of the agent extension fetches what dependency:go-offline leaves out.
+	cd hooks-java/agent && mvn -B -q -ntp verify
 	cd hooks-node && npm test
 	cd hooks-node && npm run --silent test:artifact
 	@# The zero-code preload, from the packed tarball, under the auto-instrumentations' register.

@@ -9,6 +9,8 @@ import io.github.errorownership.hooks.OwnershipNames;
 import io.github.errorownership.hooks.RetryBudget;
 import io.github.errorownership.hooks.RetryDecision;
 import io.opentelemetry.api.common.AttributeKey;
+import io.opentelemetry.api.common.Attributes;
+import io.opentelemetry.api.common.AttributesBuilder;
 import io.opentelemetry.api.trace.Span;
 
 /**
@@ -108,13 +110,22 @@ public final class ClientCallState {
     if (span == null || !span.isRecording()) {
       return;
     }
-    span.setAttribute(RETRY_ATTEMPT, (long) attempt);
+    span.setAllAttributes(attributes(attempt, received, d, http));
+  }
+
+  /**
+   * The hooks' attributes for an attempt: what {@link #succeeded} and {@link #failed} put on the
+   * span they are given, for a caller that puts them on a span of its own (the Java agent's).
+   */
+  public static Attributes attributes(int attempt, Claim received, RetryDecision d, boolean http) {
+    AttributesBuilder b = Attributes.builder().put(RETRY_ATTEMPT, (long) attempt);
     if (http && attempt > 0) {
-      span.setAttribute(RESEND_COUNT, (long) attempt);
+      b.put(RESEND_COUNT, (long) attempt);
     }
     if (d != RetryDecision.NONE) {
-      span.setAttribute(RECEIVED, received.wireName());
-      span.setAttribute(DECISION, d.wireName());
+      b.put(RECEIVED, received.wireName());
+      b.put(DECISION, d.wireName());
     }
+    return b.build();
   }
 }

@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package io.github.errorownership.javaagent;
+
+import io.opentelemetry.instrumentation.api.incubator.instrumenter.InstrumenterCustomizer;
+import io.opentelemetry.instrumentation.api.incubator.instrumenter.InstrumenterCustomizerProvider;
+import io.opentelemetry.instrumentation.api.instrumenter.AttributesExtractor;
+import io.opentelemetry.instrumentation.api.instrumenter.ContextCustomizer;
+
+/**
+ * Adds the hooks to every HTTP client instrumenter of the agent: the calls are recorded in the
+ * request's ledger, and the attempts the hooks retry carry their attributes. The extractor is the
+ * bootstrap class loader's (ClientAttempts), the one the servlet and java.net.http helpers use.
+ */
+public final class ErrorOwnershipCustomizerProvider implements InstrumenterCustomizerProvider {
+  @Override
+  @SuppressWarnings("unchecked")
+  public void customize(InstrumenterCustomizer customizer) {
+    if (!customizer.hasType(InstrumenterCustomizer.InstrumentationType.HTTP_CLIENT)) {
+      return;
+    }
+    try {
+      Object attempts =
+          Class.forName("io.github.errorownership.javaagent.bootstrap.ClientAttempts", true, null)
+              .getField("INSTANCE")
+              .get(null);
+      customizer.addAttributesExtractor((AttributesExtractor<Object, Object>) attempts);
+      customizer.addContextCustomizer((ContextCustomizer<Object>) attempts);
+    } catch (ReflectiveOperationException | LinkageError | RuntimeException e) {
+      // BootstrapJar warned already: the hooks stay off
+    }
+  }
+}

@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package io.github.errorownership.javaagent;
+
+import static net.bytebuddy.matcher.ElementMatchers.isPublic;
+import static net.bytebuddy.matcher.ElementMatchers.named;
+import static net.bytebuddy.matcher.ElementMatchers.takesArgument;
+import static net.bytebuddy.matcher.ElementMatchers.takesArguments;
+
+import io.opentelemetry.javaagent.extension.instrumentation.InstrumentationModule;
+import io.opentelemetry.javaagent.extension.instrumentation.TypeInstrumentation;
+import io.opentelemetry.javaagent.extension.instrumentation.TypeTransformer;
+import io.opentelemetry.javaagent.extension.matcher.AgentElementMatchers;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.util.List;
+import net.bytebuddy.asm.Advice;
+import net.bytebuddy.description.type.TypeDescription;
+import net.bytebuddy.implementation.bytecode.assign.Assigner;
+import net.bytebuddy.matcher.ElementMatcher;
+
+/**
+ * The hooks under the agent: Jakarta Servlet responses claimed by the rules, java.net.http calls
+ * retried by them. Switched off with {@code -Dotel.instrumentation.error-ownership.enabled=false}
+ * (or {@code OTEL_INSTRUMENTATION_ERROR_OWNERSHIP_ENABLED=false}), like any instrumentation.
+ */
+public final class ErrorOwnershipInstrumentationModule extends InstrumentationModule {
+  public ErrorOwnershipInstrumentationModule() {
+    super("error-ownership");
+    BootstrapJar.install();
+  }
+
+  @Override
+  public int order() {
+    // After the agent's own modules: the advice applied later wraps the earlier.
+    return 100;
+  }
+
+  @Override
+  public List<TypeInstrumentation> typeInstrumentations() {
+    return List.of(new ServletInstrumentation(), new HttpClientFacadeInstrumentation());
+  }
+
+  @Override
+  public List<String> getAdditionalHelperClassNames() {
+    return List.of(
+        "io.github.errorownership.javaagent.servlet.ClaimingResponse",
+        "io.github.errorownership.javaagent.httpclient.RetryingSend",
+        "io.github.errorownership.javaagent.httpclient.RetryingSend$JdkCall");
+  }
+
+  @Override
+  public boolean isHelperClass(String className) {
+    return className.startsWith("io.github.errorownership.javaagent.servlet.")
+        || className.startsWith("io.github.errorownership.javaagent.httpclient.");
+  }
+
+  /** The first Servlet.service or Filter.doFilter of a request. */
+  public static final class ServletInstrumentation implements TypeInstrumentation {
+    @Override
+    public ElementMatcher<TypeDescription> typeMatcher() {
+      return AgentElementMatchers.implementsInterface(
+          named("jakarta.servlet.Servlet").or(named("jakarta.servlet.Filter")));
+    }
+
+    @Override
+    public void transform(TypeTransformer transformer) {
+      transformer.applyAdviceToMethod(
+          named("service")
+              .and(takesArguments(2))
+              .and(takesArgument(0, named("jakarta.servlet.ServletRequest")))
+              .and(takesArgument(1, named("jakarta.servlet.ServletResponse")))
+              .and(isPublic()),
+          ErrorOwnershipInstrumentationModule.class.getName() + "$ServletAdvice");
+      transformer.applyAdviceToMethod(
+          named("doFilter")
+              .and(takesArguments(3))
+              .and(takesArgument(0, named("jakarta.servlet.ServletRequest")))
+              .and(takesArgument(1, named("jakarta.servlet.ServletResponse")))
+              .and(isPublic()),
+          ErrorOwnershipInstrumentationModule.class.getName() + "$ServletAdvice");
+    }
+  }
+
+  /** Wraps the response; the request's ledger is current until the method returns. */
+  @SuppressWarnings("unused")
+  public static final class ServletAdvice {
+    private ServletAdvice() {}
+
+    @Advice.OnMethodEnter(suppress = Throwable.class)
+    public static io.github.errorownership.javaagent.servlet.ClaimingResponse enter(
+        @Advice.Argument(0) jakarta.servlet.ServletRequest request,
+        @Advice.Argument(value = 1, readOnly = false) jakarta.servlet.ServletResponse response) {
+      io.github.errorownership.javaagent.servlet.ClaimingResponse w =
+          io.github.errorownership.javaagent.servlet.ClaimingResponse.enter(request, response);
+      if (w != null) {
+        response = w;
+      }
+      return w;
+    }
+
+    @Advice.OnMethodExit(onThrowable = Throwable.class, suppress = Throwable.class)
+    public static void exit(
+        @Advice.Enter io.github.errorownership.javaagent.servlet.ClaimingResponse w) {
+      if (w != null) {
+        w.exit();
+      }
+    }
+  }
+
+  /**
+   * HttpClientFacade.send, which the agent leaves alone: the hooks' loop calls the facade's
+   * HttpClientImpl once per attempt, and the agent makes a CLIENT span of each.
+   */
+  public static final class HttpClientFacadeInstrumentation implements TypeInstrumentation {
+    @Override
+    public ElementMatcher<TypeDescription> typeMatcher() {
+      return named("jdk.internal.net.http.HttpClientFacade");
+    }
+
+    @Override
+    public void transform(TypeTransformer transformer) {
+      transformer.applyAdviceToMethod(
+          named("send")
+              .and(takesArguments(2))
+              .and(takesArgument(0, named("java.net.http.HttpRequest")))
+              .and(isPublic()),
+          ErrorOwnershipInstrumentationModule.class.getName() + "$SendAdvice");
+    }
+  }
+
+  /** Runs the whole call in the enter advice and skips the facade's own body. */
+  @SuppressWarnings("unused")
+  public static final class SendAdvice {
+    private SendAdvice() {}
+
+    @Advice.OnMethodEnter(skipOn = Advice.OnNonDefaultValue.class)
+    public static HttpResponse<?> enter(
+        @Advice.FieldValue(value = "impl", typing = Assigner.Typing.DYNAMIC) HttpClient impl,
+        @Advice.Argument(0) HttpRequest request,
+        @Advice.Argument(1) HttpResponse.BodyHandler<?> handler)
+        throws java.io.IOException, InterruptedException {
+      return io.github.errorownership.javaagent.httpclient.RetryingSend.send(
+          impl, request, handler);
+    }
+
+    @Advice.OnMethodExit
+    public static void exit(
+        @Advice.Enter HttpResponse<?> sent,
+        @Advice.Return(readOnly = false, typing = Assigner.Typing.DYNAMIC) Object response) {
+      if (sent != null) {
+        response = sent;
+      }
+    }
+  }
+}

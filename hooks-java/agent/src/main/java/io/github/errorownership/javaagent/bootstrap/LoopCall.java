@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package io.github.errorownership.javaagent.bootstrap;
+
+import io.github.errorownership.hooks.Claim;
+import io.github.errorownership.hooks.Ledger;
+import io.github.errorownership.hooks.RetryDecision;
+import io.github.errorownership.hooks.internal.ClientCallState;
+import io.github.errorownership.hooks.internal.HttpRules;
+import io.opentelemetry.api.common.AttributesBuilder;
+import io.opentelemetry.context.Context;
+import io.opentelemetry.context.ContextKey;
+
+/**
+ * One logical call the hooks retry (java.net.http under the agent). The agent's instrumentation
+ * makes each attempt's CLIENT span; {@link ClientAttempts}, an attributes extractor of that
+ * instrumentation, ends the attempt here while the span is still open, so that the decision's
+ * attributes land on the agent's span. The subclass, next to the client library, reads its
+ * responses.
+ */
+public abstract class LoopCall {
+  static final ContextKey<LoopCall> KEY = ContextKey.named("errorownership-agent-call");
+
+  private final ClientCallState state;
+  private int attempt;
+  private RetryDecision decision;
+  private boolean ended;
+  private Claim received = Claim.MISSING;
+
+  protected LoopCall(Context parent, String peer, String operation, boolean policy) {
+    this.state =
+        new ClientCallState(
+            AgentHooks.get().retry, Ledger.fromContext(parent), peer, operation, policy, true);
+  }
+
+  /** The response's status. */
+  protected abstract int status(Object response);
+
+  /** The response's Error-Claim values, read as a claim. */
+  protected abstract Claim claim(Object response);
+
+  /** Starts attempt {@code n}: returns the context to make it in. */
+  public Context startAttempt(Context parent, int n) {
+    attempt = n;
+    decision = null;
+    ended = false;
+    received = Claim.MISSING;
+    return parent.with(KEY, this);
+  }
+
+  /** Called by the extractor at the end of the attempt's span (at most once per attempt). */
+  synchronized void onSpanEnd(AttributesBuilder attributes, Object response, Throwable error) {
+    if (ended) {
+      return;
+    }
+    end(response, error, attributes);
+  }
+
+  /**
+   * Ends the attempt after the client returned: the extractor's decision if it made one, else this
+   * one (the instrumentation was off: no span, no attributes).
+   */
+  public synchronized RetryDecision afterAttempt(Object response, Throwable error) {
+    if (!ended) {
+      end(response, error, null);
+    }
+    return decision;
+  }
+
+  /** The claim the last failed attempt carried. */
+  public Claim received() {
+    return received;
+  }
+
+  /** The wait before the next attempt. */
+  public long delayNanos() {
+    return state.delayNanos;
+  }
+
+  /** The wait before a retry was cut short. */
+  public void abandoned() {
+    state.abandoned(received);
+  }
+
+  private void end(Object response, Throwable error, AttributesBuilder attributes) {
+    ended = true;
+    int status = response == null ? -1 : status(response);
+    if (response != null && !HttpRules.serverFault(status)) {
+      decision = RetryDecision.NONE;
+      state.succeeded(attempt, null);
+      put(attributes, ClientCallState.attributes(attempt, Claim.MISSING, decision, true));
+      return;
+    }
+    received = response == null ? Claim.MISSING : claim(response);
+    boolean canceled =
+        Thread.currentThread().isInterrupted()
+            || !(error == null || error instanceof java.io.IOException);
+    decision = state.failed(attempt, received, 0, canceled, null);
+    put(attributes, ClientCallState.attributes(attempt, received, decision, true));
+  }
+
+  private static void put(AttributesBuilder b, io.opentelemetry.api.common.Attributes attributes) {
+    if (b != null) {
+      b.putAll(attributes);
+    }
+  }
+}

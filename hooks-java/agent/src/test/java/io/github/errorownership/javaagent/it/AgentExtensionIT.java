@@ -1,0 +1,285 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package io.github.errorownership.javaagent.it;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.File;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.TimeUnit;
+import org.eclipse.jetty.util.ajax.JSON;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The zero-code path: VectorApp, with nothing of the hooks on its class path, run in child JVMs
+ * under the real agent 2.22.0 with the built extension jar (-Dotel.javaagent.extensions), spans
+ * read from the agent's logging-otlp exporter. client.json and server.json (java.net.http and a
+ * Jetty 12 servlet), HttpURLConnection calls claimed by the rules, the overhead against the agent
+ * alone.
+ */
+class AgentExtensionIT {
+  private static final String AGENT = System.getProperty("otel.agent.jar");
+  private static final String EXTENSION = System.getProperty("extension.jar");
+  private static final Path CONFORMANCE =
+      Path.of(
+          System.getenv("CONFORMANCE_DIR") != null
+              ? System.getenv("CONFORMANCE_DIR")
+              : System.getProperty("conformance.dir"));
+  private static final String EXPORTER = "OtlpJsonLoggingSpanExporter - ";
+  private static final List<String> OURS =
+      List.of(
+          "error_ownership.retry.attempt",
+          "http.request.resend_count",
+          "error_ownership.claim.received",
+          "error_ownership.retry.decision",
+          "error_ownership.claim.sent",
+          "error_ownership.claim.reason");
+
+  record SpanData(
+      String trace, int kind, String scope, long start, Map<String, Object> attrs, long dropped) {}
+
+  record Run(Map<Integer, Map<?, ?>> results, List<SpanData> spans, List<String> bench) {}
+
+  static Object[] cases(String file) throws IOException {
+    return (Object[])
+        ((Map<?, ?>) new JSON().fromJSON(Files.readString(CONFORMANCE.resolve(file)))).get("cases");
+  }
+
+  static Run run(boolean extension, Map<String, String> env, String... args) throws Exception {
+    List<String> cmd = new ArrayList<>();
+    cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+    cmd.add("-javaagent:" + AGENT);
+    if (extension) {
+      cmd.add("-Dotel.javaagent.extensions=" + EXTENSION);
+    }
+    cmd.addAll(
+        List.of(
+            "-Dotel.traces.exporter=logging-otlp",
+            "-Dotel.metrics.exporter=none",
+            "-Dotel.logs.exporter=none",
+            "-Dotel.bsp.schedule.delay=100",
+            "-cp",
+            System.getProperty("app.classpath"),
+            VectorApp.class.getName()));
+    cmd.addAll(Arrays.asList(args));
+    ProcessBuilder pb = new ProcessBuilder(cmd);
+    pb.environment().putAll(env);
+    File out = File.createTempFile("agent-it", ".out");
+    File err = File.createTempFile("agent-it", ".err");
+    pb.redirectOutput(out).redirectError(err);
+    Process p = pb.start();
+    assertTrue(p.waitFor(3, TimeUnit.MINUTES), "child JVM did not finish");
+    String stdout = Files.readString(out.toPath(), StandardCharsets.UTF_8);
+    String stderr = Files.readString(err.toPath(), StandardCharsets.UTF_8);
+    assertEquals(0, p.exitValue(), "child JVM failed:\n" + stdout + stderr);
+    Map<Integer, Map<?, ?>> results = new TreeMap<>();
+    List<String> bench = new ArrayList<>();
+    for (String line : stdout.split("\n")) {
+      if (line.startsWith("RESULT ")) {
+        String[] f = line.split(" ", 3);
+        results.put(Integer.parseInt(f[1]), (Map<?, ?>) new JSON().fromJSON(f[2]));
+      } else if (line.startsWith("BENCH ")) {
+        bench.add(line.substring(6).trim());
+      }
+    }
+    List<SpanData> spans = new ArrayList<>();
+    for (String line : stderr.split("\n")) {
+      int i = line.indexOf(EXPORTER);
+      if (i < 0) {
+        continue;
+      }
+      Map<?, ?> doc = (Map<?, ?>) new JSON().fromJSON(line.substring(i + EXPORTER.length()));
+      for (Object ss : (Object[]) doc.get("scopeSpans")) {
+        String scope = (String) ((Map<?, ?>) ((Map<?, ?>) ss).get("scope")).get("name");
+        for (Object o : (Object[]) ((Map<?, ?>) ss).get("spans")) {
+          Map<?, ?> s = (Map<?, ?>) o;
+          Map<String, Object> attrs = new HashMap<>();
+          Object[] list = (Object[]) s.get("attributes");
+          for (Object a : list == null ? new Object[0] : list) {
+            Map<?, ?> kv = (Map<?, ?>) a;
+            Object v = ((Map<?, ?>) kv.get("value")).values().iterator().next();
+            attrs.put((String) kv.get("key"), v);
+          }
+          Object dropped = s.get("droppedAttributesCount");
+          spans.add(
+              new SpanData(
+                  (String) s.get("traceId"),
+                  ((Number) s.get("kind")).intValue(),
+                  scope,
+                  Long.parseLong(String.valueOf(s.get("startTimeUnixNano"))),
+                  attrs,
+                  dropped == null ? 0 : ((Number) dropped).longValue()));
+        }
+      }
+    }
+    return new Run(results, spans, bench);
+  }
+
+  /** The attributes of ours a span carries, numbers as strings (OTLP JSON's int64). */
+  static Map<String, String> ours(SpanData s) {
+    Map<String, String> m = new TreeMap<>();
+    for (String k : OURS) {
+      if (s.attrs().containsKey(k)) {
+        m.put(k, String.valueOf(s.attrs().get(k)));
+      }
+    }
+    return m;
+  }
+
+  static Map<String, String> want(Map<?, ?> w) {
+    Map<String, String> m = new TreeMap<>();
+    w.forEach(
+        (k, v) ->
+            m.put((String) k, v instanceof Number n ? Long.toString(n.longValue()) : (String) v));
+    return m;
+  }
+
+  @Test
+  void clientVectors() throws Exception {
+    Object[] cases = cases("client.json");
+    // One child JVM per configuration: the environment is the hooks' only setting.
+    Map<String, List<String>> byEnv = new TreeMap<>();
+    Map<String, Map<String, String>> envs = new HashMap<>();
+    for (int i = 0; i < cases.length; i++) {
+      Map<?, ?> c = (Map<?, ?>) cases[i];
+      Map<String, String> env = new TreeMap<>();
+      if (c.get("max_attempts") != null) {
+        env.put("ERROROWNERSHIP_MAX_ATTEMPTS", String.valueOf(c.get("max_attempts")));
+      }
+      Map<?, ?> budget = (Map<?, ?>) c.get("budget");
+      if (budget != null) {
+        env.put("ERROROWNERSHIP_RETRY_RATIO", String.valueOf(budget.get("ratio")));
+        env.put(
+            "ERROROWNERSHIP_MIN_RETRIES_PER_SECOND",
+            String.valueOf(budget.get("min_retries_per_second")));
+      }
+      envs.put(env.toString(), env);
+      byEnv.computeIfAbsent(env.toString(), k -> new ArrayList<>()).add(Integer.toString(i));
+    }
+    int checked = 0;
+    for (Map.Entry<String, List<String>> e : byEnv.entrySet()) {
+      List<String> args =
+          new ArrayList<>(List.of("client", CONFORMANCE.resolve("client.json").toString()));
+      args.addAll(e.getValue());
+      Run run = run(true, envs.get(e.getKey()), args.toArray(String[]::new));
+      for (String idx : e.getValue()) {
+        int i = Integer.parseInt(idx);
+        Map<?, ?> c = (Map<?, ?>) cases[i];
+        String name = (String) c.get("name");
+        Map<?, ?> w = (Map<?, ?>) c.get("want");
+        Map<?, ?> got = run.results().get(i);
+        assertNotNull(got, name + ": no result");
+        assertEquals(
+            ((Number) w.get("status")).intValue(),
+            ((Number) got.get("status")).intValue(),
+            name + ": status");
+        assertEquals(
+            Arrays.asList((Object[]) w.get("requests")),
+            Arrays.asList((Object[]) got.get("requests")),
+            name + ": Retry-Attempt per attempt");
+        if (w.get("bodies") != null) {
+          assertEquals(
+              Arrays.asList((Object[]) w.get("bodies")),
+              Arrays.asList((Object[]) got.get("bodies")),
+              name + ": bodies");
+        }
+        List<SpanData> attempts =
+            run.spans().stream()
+                .filter(s -> s.trace().equals(got.get("trace")) && s.kind() == 3)
+                .sorted(Comparator.comparingLong(SpanData::start))
+                .toList();
+        Object[] wantSpans = (Object[]) w.get("spans");
+        assertEquals(
+            wantSpans.length, attempts.size(), name + ": one agent CLIENT span per attempt");
+        for (int a = 0; a < wantSpans.length; a++) {
+          SpanData s = attempts.get(a);
+          assertEquals("io.opentelemetry.java-http-client", s.scope(), name + ": the agent's span");
+          assertEquals(want((Map<?, ?>) wantSpans[a]), ours(s), name + ": attempt " + a);
+          assertEquals(0, s.dropped(), name + ": attempt " + a + " dropped attributes");
+        }
+        checked++;
+      }
+    }
+    assertEquals(cases.length, checked);
+  }
+
+  /** The server span of case i: the agent's SERVER span of GET /case/i. */
+  static SpanData serverSpan(Run run, int i) {
+    return run.spans().stream()
+        .filter(s -> s.kind() == 2 && ("/case/" + i).equals(s.attrs().get("url.path")))
+        .findFirst()
+        .orElseThrow(() -> new AssertionError("no SERVER span for case " + i));
+  }
+
+  static void checkServer(Run run, Object[] cases, List<Integer> picks) {
+    for (int i : picks) {
+      Map<?, ?> c = (Map<?, ?>) cases[i];
+      String name = (String) c.get("name");
+      Map<?, ?> w = (Map<?, ?>) c.get("want");
+      Map<?, ?> got = run.results().get(i);
+      assertNotNull(got, name + ": no result");
+      List<Object> header = Arrays.asList((Object[]) got.get("header"));
+      assertEquals(
+          w.get("header") == null ? List.of() : List.of(w.get("header")),
+          header,
+          name + ": Error-Claim");
+      SpanData s = serverSpan(run, i);
+      assertEquals(want((Map<?, ?>) w.get("span")), ours(s), name + ": server span");
+      assertEquals(0, s.dropped(), name + ": dropped attributes");
+    }
+  }
+
+  @Test
+  void serverVectors() throws Exception {
+    Object[] cases = cases("server.json");
+    List<Integer> picks = new ArrayList<>();
+    for (int i = 0; i < cases.length; i++) {
+      // fail_open needs hints from a hints server: not in this runner yet.
+      if (!new JSON().toJSON(cases[i]).contains("fail_open")) {
+        picks.add(i);
+      }
+    }
+    List<String> args =
+        new ArrayList<>(List.of("server", CONFORMANCE.resolve("server.json").toString()));
+    picks.forEach(i -> args.add(Integer.toString(i)));
+    checkServer(run(true, Map.of(), args.toArray(String[]::new)), cases, picks);
+  }
+
+  @Test
+  void httpUrlConnectionCallsCount() throws Exception {
+    // The handler calls through HttpURLConnection, which the library hooks never wrapped: each
+    // call (one attempt, not retried) is in the ledger, with the claim it carried.
+    Object[] cases = cases("server.json");
+    List<Integer> picks = List.of(0, 7, 8, 9);
+    List<String> args =
+        new ArrayList<>(List.of("huc", CONFORMANCE.resolve("server.json").toString()));
+    picks.forEach(i -> args.add(Integer.toString(i)));
+    checkServer(run(true, Map.of(), args.toArray(String[]::new)), cases, picks);
+  }
+
+  @Test
+  void overheadAgainstTheAgentAlone() throws Exception {
+    String n = "2000";
+    Run bare = run(false, Map.of(), "bench", CONFORMANCE.resolve("server.json").toString(), n);
+    Run hooked = run(true, Map.of(), "bench", CONFORMANCE.resolve("server.json").toString(), n);
+    double b = Double.parseDouble(bare.bench().get(0));
+    double h = Double.parseDouble(hooked.bench().get(0));
+    // A figure, never an assert on time.
+    System.out.printf(
+        "zero-code overhead: agent alone %.1f µs/request, agent + extension %.1f µs/request, ratio"
+            + " %.2f%n",
+        b / 1000, h / 1000, h / b);
+  }
+}

@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package io.github.errorownership.javaagent.it;
+
+import com.sun.net.httpserver.HttpServer;
+import io.opentelemetry.api.GlobalOpenTelemetry;
+import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.context.Scope;
+import jakarta.servlet.http.HttpServlet;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.HttpURLConnection;
+import java.net.InetSocketAddress;
+import java.net.URI;
+import java.net.URL;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import org.eclipse.jetty.ee10.servlet.ServletContextHandler;
+import org.eclipse.jetty.ee10.servlet.ServletHolder;
+import org.eclipse.jetty.server.Server;
+import org.eclipse.jetty.server.ServerConnector;
+import org.eclipse.jetty.util.ajax.JSON;
+
+/**
+ * The application the zero-code tests run under the agent: nothing of the hooks in its code or on
+ * its class path. {@code client FILE INDEX...} calls scripted callees through java.net.http, one
+ * root span per case; {@code server FILE INDEX...} serves each server case from a Jetty 12 servlet
+ * whose handler calls its callees through java.net.http (or, with {@code huc}, through
+ * HttpURLConnection). Each case prints one line {@code RESULT <index> <json>}.
+ */
+public final class VectorApp {
+  private VectorApp() {}
+
+  public static void main(String[] args) throws Exception {
+    // Without it the JDK server's small responses wait out the peer's delayed ACK (~40 ms each).
+    System.setProperty("sun.net.httpserver.nodelay", "true");
+    Object[] cases =
+        (Object[])
+            ((Map<?, ?>) new JSON().fromJSON(Files.readString(Path.of(args[1])))).get("cases");
+    List<Integer> picks = new ArrayList<>();
+    for (int i = 2; i < args.length; i++) {
+      picks.add(Integer.parseInt(args[i]));
+    }
+    switch (args[0]) {
+      case "client" -> {
+        for (int i : picks) {
+          client(i, (Map<?, ?>) cases[i]);
+        }
+      }
+      case "server", "huc" -> server(args[0].equals("huc"), cases, picks);
+      case "bench" -> bench(Integer.parseInt(args[2]));
+      default -> throw new IllegalArgumentException(args[0]);
+    }
+  }
+
+  /** A callee answering each attempt with the next scripted response. */
+  static final class Callee implements AutoCloseable {
+    final HttpServer server;
+    final List<Object> requests = Collections.synchronizedList(new ArrayList<>());
+    final List<Object> bodies = Collections.synchronizedList(new ArrayList<>());
+
+    Callee(Object[] responses) throws IOException {
+      server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+      server.createContext(
+          "/",
+          ex -> {
+            int n = requests.size();
+            requests.add(ex.getRequestHeaders().getFirst("Retry-Attempt"));
+            bodies.add(new String(ex.getRequestBody().readAllBytes(), StandardCharsets.UTF_8));
+            Map<?, ?> r = (Map<?, ?>) responses[Math.min(n, responses.length - 1)];
+            if (r.get("claim") != null) {
+              ex.getResponseHeaders().add("Error-Claim", (String) r.get("claim"));
+            }
+            int status = ((Number) r.get("status")).intValue();
+            ex.sendResponseHeaders(status, status == 204 ? -1 : 2);
+            if (status != 204) {
+              try (OutputStream o = ex.getResponseBody()) {
+                o.write("ok".getBytes(StandardCharsets.UTF_8));
+              }
+            }
+            ex.close();
+          });
+      server.start();
+    }
+
+    String url() {
+      return "http://127.0.0.1:" + server.getAddress().getPort() + "/call";
+    }
+
+    @Override
+    public void close() {
+      server.stop(0);
+    }
+  }
+
+  static final HttpClient HTTP = HttpClient.newHttpClient();
+
+  static int call(Map<?, ?> c, String url) throws IOException, InterruptedException {
+    String method = (String) c.get("method");
+    String body = (String) c.get("body");
+    HttpRequest.Builder b =
+        HttpRequest.newBuilder(URI.create(url))
+            .method(
+                method,
+                body == null
+                    ? HttpRequest.BodyPublishers.noBody()
+                    : HttpRequest.BodyPublishers.ofString(body));
+    Map<?, ?> headers = (Map<?, ?>) c.get("headers");
+    if (headers != null) {
+      headers.forEach((k, v) -> b.header((String) k, (String) v));
+    }
+    return HTTP.send(b.build(), HttpResponse.BodyHandlers.ofString()).statusCode();
+  }
+
+  static int callHuc(String url) throws IOException {
+    HttpURLConnection c = (HttpURLConnection) new URL(url).openConnection();
+    int status = c.getResponseCode();
+    try (InputStream in = status >= 400 ? c.getErrorStream() : c.getInputStream()) {
+      if (in != null) {
+        in.readAllBytes();
+      }
+    }
+    return status;
+  }
+
+  static void client(int index, Map<?, ?> c) throws Exception {
+    try (Callee callee = new Callee((Object[]) c.get("responses"))) {
+      Span root = GlobalOpenTelemetry.getTracer("vectors").spanBuilder("case " + index).startSpan();
+      int status;
+      try (Scope ignored = root.makeCurrent()) {
+        status = call(c, callee.url());
+      } finally {
+        root.end();
+      }
+      System.out.println(
+          "RESULT "
+              + index
+              + " "
+              + new JSON()
+                  .toJSON(
+                      Map.of(
+                          "status", status,
+                          "requests", callee.requests.toArray(),
+                          "bodies", callee.bodies.toArray(),
+                          "trace", root.getSpanContext().getTraceId())));
+    }
+  }
+
+  static void server(boolean huc, Object[] cases, List<Integer> picks) throws Exception {
+    Server server = new Server();
+    ServerConnector connector = new ServerConnector(server);
+    connector.setHost("127.0.0.1");
+    server.addConnector(connector);
+    ServletContextHandler context = new ServletContextHandler();
+    context.addServlet(
+        new ServletHolder(
+            new HttpServlet() {
+              @Override
+              protected void service(HttpServletRequest req, HttpServletResponse res)
+                  throws IOException {
+                Map<?, ?> c = (Map<?, ?>) cases[Integer.parseInt(req.getPathInfo().substring(1))];
+                Object[] calls = (Object[]) c.get("calls");
+                for (Object o : calls == null ? new Object[0] : calls) {
+                  Map<?, ?> call = (Map<?, ?>) o;
+                  try (Callee callee = new Callee((Object[]) call.get("responses"))) {
+                    if (huc) {
+                      callHuc(callee.url());
+                    } else {
+                      call(call, callee.url());
+                    }
+                  } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                  }
+                }
+                Object[] set = (Object[]) c.get("set_claim");
+                for (Object v : set == null ? new Object[0] : set) {
+                  res.addHeader("Error-Claim", (String) v);
+                }
+                res.setStatus(((Number) c.get("status")).intValue());
+              }
+            }),
+        "/case/*");
+    server.setHandler(context);
+    server.start();
+    try {
+      for (int i : picks) {
+        // HttpURLConnection, which the hooks record but never retry: one request per case.
+        HttpURLConnection front =
+            (HttpURLConnection)
+                new URL("http://127.0.0.1:" + connector.getLocalPort() + "/case/" + i)
+                    .openConnection();
+        int status = front.getResponseCode();
+        List<String> header = new ArrayList<>();
+        front
+            .getHeaderFields()
+            .forEach(
+                (k, v) -> {
+                  if (k != null && k.equalsIgnoreCase("Error-Claim")) {
+                    header.addAll(v);
+                  }
+                });
+        front.disconnect();
+        Map<String, Object> out = new java.util.HashMap<>();
+        out.put("status", status);
+        out.put("header", header.toArray());
+        System.out.println("RESULT " + i + " " + new JSON().toJSON(out));
+      }
+    } finally {
+      server.stop();
+    }
+  }
+
+  /** One servlet request making one HttpClient call, n times; prints the ns per request. */
+  static void bench(int n) throws Exception {
+    Object[] ok = new Object[] {Map.of("status", 200L)};
+    try (Callee callee = new Callee(ok)) {
+      Server server = new Server();
+      ServerConnector connector = new ServerConnector(server);
+      connector.setHost("127.0.0.1");
+      server.addConnector(connector);
+      ServletContextHandler context = new ServletContextHandler();
+      String url = callee.url();
+      context.addServlet(
+          new ServletHolder(
+              new HttpServlet() {
+                @Override
+                protected void service(HttpServletRequest req, HttpServletResponse res)
+                    throws IOException {
+                  try {
+                    call(Map.of("method", "GET"), url);
+                  } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                  }
+                  res.setStatus(200);
+                }
+              }),
+          "/work");
+      server.setHandler(context);
+      server.start();
+      URL front = new URL("http://127.0.0.1:" + connector.getLocalPort() + "/work");
+      for (int i = 0; i < n / 2; i++) {
+        callHuc(front.toString());
+      }
+      long t0 = System.nanoTime();
+      for (int i = 0; i < n; i++) {
+        callHuc(front.toString());
+      }
+      System.out.println("BENCH " + (System.nanoTime() - t0) / n);
+      server.stop();
+    }
+  }
+}
