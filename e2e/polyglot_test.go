@@ -277,5 +277,25 @@ func runPolyglotChain(t *testing.T, launch chainLaunch) {
 			 FROM operation_stats WHERE service = $1 AND operation NOT LIKE '%admin%'`, s.name).Scan(&got.Served, &got.Own, &got.Propagated, &got.Coincidental))
 		t.Logf("%s: the service counted %+v; the store holds %+v", s.name, final[s.name], got)
 		assert.Equal(t, final[s.name], got, "%s: the store's figures against the service's own counters", s.name)
+
+		// What each service's hooks sent on its failures: its own claimed,
+		// those it passed on unclaimed, none without a claim.
+		sent := map[string]int64{}
+		rows, err := conn.Query(context.Background(),
+			`SELECT verdict || '/' || claim_sent, sum(requests)::bigint FROM claim_accuracy
+			 WHERE service = $1 AND operation NOT LIKE '%admin%' GROUP BY 1`, s.name)
+		require.NoError(t, err)
+		for rows.Next() {
+			var cell string
+			var n int64
+			require.NoError(t, rows.Scan(&cell, &n))
+			sent[cell] = n
+		}
+		require.NoError(t, rows.Err())
+		t.Logf("%s: failed requests by verdict/claim sent: %v", s.name, sent)
+		for cell, n := range sent {
+			assert.Contains(t, []string{"own/claimed", "propagated/unclaimed", "coincidental/claimed", "coincidental/unclaimed"}, cell,
+				"%s: %d failed requests %s, against the claim rules", s.name, n, cell)
+		}
 	}
 }
