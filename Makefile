@@ -46,7 +46,7 @@ test: check-modules test-hooks mesh-deps
 
 ## hooks-deps: what the Java, Node.js and Python hooks build and test with (Maven, npm, pip), and what the polyglot chain's services (e2e/polyglot/README.md) and the newcomer tests' services (e2e/newcomer_test.go, installed from the packed hooks as each README says) run with: the hooks of each language, a Python venv, the Node.js packages, the Java classpath and the OpenTelemetry Java agent. Each is redone when what it is made from changes.
 HOOKS_DEPS := hooks-java/target/.deps hooks-node/build/.deps hooks-python/.venv/.deps hooks-python/.venv-zerocode/.deps \
-	e2e/polyglot/python/.venv/.deps e2e/polyglot/node/node_modules/.deps e2e/polyglot/java/target/.deps \
+	e2e/polyglot/python/.venv/.deps e2e/polyglot/python/.venv-zerocode/.deps e2e/polyglot/node/node_modules/.deps e2e/polyglot/java/target/.deps \
 	e2e/newcomer/python/.venv/.deps e2e/newcomer/node/node_modules/.deps \
 	e2e/newcomer/java/target/.deps hooks-java/agent/target/.deps
 hooks-deps: $(HOOKS_DEPS)
@@ -79,8 +79,15 @@ hooks-python/.venv-zerocode/.deps: hooks-python/tests/requirements-zerocode.txt 
 	python3 -m venv hooks-python/.venv-zerocode
 	hooks-python/.venv-zerocode/bin/pip install -q --disable-pip-version-check "$$(ls hooks-python/.venv-zerocode/dist/errorownership_hooks-*.whl)" -r hooks-python/tests/requirements-zerocode.txt
 	touch $@
+# The chain's Python services with the hooks as a library, from the work tree (TestPolyglotChain).
 e2e/polyglot/python/.venv/.deps: e2e/polyglot/python/requirements.txt hooks-python/pyproject.toml
-	cd e2e/polyglot/python && python3 -m venv .venv && .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
+	cd e2e/polyglot/python && python3 -m venv .venv && .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt -e ../../../hooks-python
+	touch $@
+# The same services zero-code (TestPolyglotChainZeroCode): the hooks from their wheel, the one the zero-code test above built.
+e2e/polyglot/python/.venv-zerocode/.deps: e2e/polyglot/python/requirements.txt hooks-python/.venv-zerocode/.deps
+	rm -rf e2e/polyglot/python/.venv-zerocode
+	cd e2e/polyglot/python && python3 -m venv .venv-zerocode && .venv-zerocode/bin/pip install -q --disable-pip-version-check \
+		"$$(ls ../../../hooks-python/.venv-zerocode/dist/errorownership_hooks-*.whl)" -r requirements.txt
 	touch $@
 # The Python newcomer service (e2e/newcomer_python_test.go), set up as hooks-python/README.md says: the hooks from their
 # wheel, the instrumentations from opentelemetry-bootstrap. A new venv each time: pip keeps an installed wheel of the same version.
@@ -91,7 +98,11 @@ e2e/newcomer/python/.venv/.deps: e2e/newcomer/python/requirements.txt hooks-pyth
 		.venv/bin/pip install -q --disable-pip-version-check "$$(ls dist/errorownership_hooks-*.whl)[requests]" -r requirements.txt && \
 		.venv/bin/opentelemetry-bootstrap -a install
 	touch $@
-e2e/polyglot/node/node_modules/.deps: e2e/polyglot/node/package-lock.json hooks-node/build/.deps
+# The chain's Node.js service installs the hooks from their npm pack tarball in its build/, as the newcomer's does
+# (below), for both its variants: library.js, and app.js under their register.
+e2e/polyglot/node/node_modules/.deps: e2e/polyglot/node/package-lock.json hooks-node/node_modules/.deps hooks-node/package.json hooks-node/tsconfig.json $(shell find hooks-node/src -type f 2>/dev/null)
+	rm -rf e2e/polyglot/node/build && mkdir -p e2e/polyglot/node/build
+	cd hooks-node && npm pack --silent --pack-destination ../e2e/polyglot/node/build >/dev/null
 	cd e2e/polyglot/node && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 # The newcomer test's Node.js service installs the hooks as a user does, from the npm pack tarball in its

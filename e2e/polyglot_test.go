@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,10 +28,10 @@ import (
 var polyglotDir = filepath.Join(repoRoot, "e2e", "polyglot")
 
 // polyglotMissing names what `make hooks-deps` makes that is not there
-// (its stamps, each written once what it stands for is made), "" when all
-// is.
-func polyglotMissing() string {
-	for _, p := range []string{"python/.venv/.deps", "node/node_modules/.deps", "java/target/.deps", "../../hooks-node/build/.deps"} {
+// (its stamps, each written once what it stands for is made, and more),
+// "" when all is.
+func polyglotMissing(more ...string) string {
+	for _, p := range append([]string{"node/node_modules/.deps", "java/target/.deps"}, more...) {
 		if _, err := os.Stat(filepath.Join(polyglotDir, p)); err != nil {
 			return p
 		}
@@ -96,15 +97,89 @@ func driveChain(t *testing.T, gateway string, n, conc, first int) {
 	driveRoots(t, n, conc, func(i int) string { return fmt.Sprintf("http://%s/api/%d", gateway, first+i) }, nil)
 }
 
+// chainLaunch is how a run of the chain starts its Java, Node.js and
+// Python services: each service's command line, and the environment beside
+// the protocol's (polyglot/README.md) that each is given.
+type chainLaunch struct {
+	orders, catalog, python []string
+	env                     []string
+}
+
 // TestPolyglotChain runs a chain of four languages (polyglot/README.md),
-// each under its language's usual zero-code OpenTelemetry instrumentation,
-// against the built collector with a store and the hints, wired as the
-// README says, and compares the store's figures with what each service
-// knows it did.
+// each under its language's usual zero-code OpenTelemetry instrumentation
+// and with the hooks of its language as a library, against the built
+// collector with a store and the hints, wired as the README says, and
+// compares the store's figures with what each service knows it did.
 func TestPolyglotChain(t *testing.T) {
-	if p := polyglotMissing(); p != "" {
+	if p := polyglotMissing("python/.venv/.deps"); p != "" {
 		t.Fatalf("e2e/polyglot/%s is missing: run `make hooks-deps` (the hooks of each language, the Python venv, the Node.js packages, the Java classpath and agent)", p)
 	}
+	py := filepath.Join(polyglotDir, "python", ".venv", "bin")
+	jdir := filepath.Join(polyglotDir, "java", "target")
+	runPolyglotChain(t, chainLaunch{
+		python:  []string{filepath.Join(py, "opentelemetry-instrument"), filepath.Join(py, "python"), filepath.Join(polyglotDir, "python", "library.py")},
+		catalog: []string{"node", "--require", filepath.Join(polyglotDir, "node", "tracing.js"), filepath.Join(polyglotDir, "node", "library.js")},
+		// As hooks-java/README.md says: the hooks make each attempt's CLIENT
+		// span, so the agent's HttpClient instrumentation is off.
+		orders: []string{"java", "-javaagent:" + filepath.Join(jdir, "opentelemetry-javaagent.jar"), "-Dotel.instrumentation.java-http-client.enabled=false",
+			"-cp", filepath.Join(jdir, "classes") + ":" + chainClasspath(t, true), "e2e.Hooked"},
+		// The library alone: the venv's editable install brings the
+		// zero-code instrumentor too.
+		env: []string{"OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=errorownership"},
+	})
+}
+
+// TestPolyglotChainZeroCode runs the chain of TestPolyglotChain with no
+// hooks code in its Java, Node.js and Python services: each runs the same
+// app without the library's wiring, under its language's zero-code
+// instrumentation with the hooks switched on the zero-code way, installed
+// from what users get (hooks-java/README.md, hooks-node/README.md,
+// hooks-python/README.md): the Java agent with the hooks' extension jar, the
+// auto-instrumentations' register beside the hooks' register from the packed
+// tarball, opentelemetry-instrument with the hooks' wheel installed. The
+// Go gateway keeps the Go hooks.
+func TestPolyglotChainZeroCode(t *testing.T) {
+	if p := polyglotMissing("python/.venv-zerocode/.deps", "../../hooks-java/agent/target/.deps"); p != "" {
+		t.Fatalf("e2e/polyglot/%s is missing: run `make hooks-deps` (the hooks' wheel in a Python venv, the Node.js packages with the packed hooks, the Java classpath and agent, the hooks' agent extension)", p)
+	}
+	ext := filepath.Join(repoRoot, "hooks-java", "agent", "target", "errorownership-javaagent-extension-0.1.0.jar")
+	py := filepath.Join(polyglotDir, "python", ".venv-zerocode", "bin")
+	jdir := filepath.Join(polyglotDir, "java", "target")
+	runPolyglotChain(t, chainLaunch{
+		python: []string{filepath.Join(py, "opentelemetry-instrument"), filepath.Join(py, "python"), filepath.Join(polyglotDir, "python", "app.py")},
+		// From the service's directory, as its README says, where the
+		// packages resolve from its node_modules (the packed hooks').
+		catalog: []string{"env", "-C", filepath.Join(polyglotDir, "node"), "node", "--require", "@opentelemetry/auto-instrumentations-node/register",
+			"--require", "@errorownership/hooks/register", "app.js"},
+		// The classpath without the hooks' jar: the app cannot load any of
+		// them, only the extension's.
+		orders: []string{"java", "-javaagent:" + filepath.Join(jdir, "opentelemetry-javaagent.jar"), "-Dotel.javaagent.extensions=" + ext,
+			"-cp", filepath.Join(jdir, "classes") + ":" + chainClasspath(t, false), "e2e.Orders"},
+	})
+}
+
+// chainClasspath is the Java service's classpath, as `make hooks-deps`
+// wrote it, with or without the hooks' jar.
+func chainClasspath(t *testing.T, hooks bool) string {
+	t.Helper()
+	cp, err := os.ReadFile(filepath.Join(polyglotDir, "java", "target", "classpath.txt")) //nolint:gosec // G304: the classpath `make hooks-deps` wrote
+	require.NoError(t, err)
+	var kept []string
+	for _, e := range filepath.SplitList(strings.TrimSpace(string(cp))) {
+		if hooks || !strings.Contains(filepath.ToSlash(e), "/io/github/errorownership/") {
+			kept = append(kept, e)
+		}
+	}
+	return strings.Join(kept, string(filepath.ListSeparator))
+}
+
+// runPolyglotChain runs the chain (polyglot/README.md) with its Java,
+// Node.js and Python services started as launch says, and asserts what
+// the hooks promise of it: no retry above the hop next to a failing
+// service, catalog's coincidental errors sent claimed once learned, and
+// the store's figures equal to the services' own counters.
+func runPolyglotChain(t *testing.T, launch chainLaunch) {
+	t.Helper()
 	collectorBin := buildCollector(t)
 	gatewayBin := filepath.Join(t.TempDir(), "gateway")
 	out, err := exec.Command("go", "build", "-o", gatewayBin, "./polyglot/gateway").CombinedOutput() //nolint:gosec // G204: go build of the chain's Go service into t.TempDir
@@ -115,25 +190,18 @@ func TestPolyglotChain(t *testing.T) {
 	col := startCollectorWith(t, collectorBin, shopProcessor+shopStore, shopStoreExtension(dsn),
 		extension{id: "errorownership_hints", config: fmt.Sprintf("    endpoint: %s\n    ttl: 2s\n    retry_budget:\n      ratio: 0.1\n      min_retries_per_second: 0", hintsAddr)})
 	hintsURL := "http://" + hintsAddr
-	otlp, common := col.httpAddr, []string{"HINTS_URL=" + hintsURL}
+	otlp := col.httpAddr
+	// The library variants read HINTS_URL, the zero-code hooks their
+	// variable (conformance/vocabulary.yaml); each service gets both.
+	common := append([]string{"HINTS_URL=" + hintsURL, ownership.EnvHintsEndpoint + "=" + hintsURL}, launch.env...)
+	with := func(env ...string) []string { return append(append([]string{}, common...), env...) }
 
-	py := filepath.Join(polyglotDir, "python", ".venv", "bin")
-	pyApp := []string{filepath.Join(py, "opentelemetry-instrument"), filepath.Join(py, "python"), filepath.Join(polyglotDir, "python", "app.py")}
-	stock := startChainService(t, "stock", otlp, pyApp, append(common, "RATE=0.2")...)
-	reviews := startChainService(t, "reviews", otlp, pyApp, append(common, "RATE=0.4")...)
-	catalog := startChainService(t, "catalog", otlp,
-		[]string{"node", "--require", filepath.Join(polyglotDir, "node", "tracing.js"), filepath.Join(polyglotDir, "node", "app.js")},
-		append(common, "RATE=0.1", "NEXT=http://"+stock.addr+"/stock", "OPTIONAL=http://"+reviews.addr+"/reviews")...)
-	jdir := filepath.Join(polyglotDir, "java", "target")
-	cp, err := os.ReadFile(filepath.Join(jdir, "classpath.txt")) //nolint:gosec // G304: the classpath `make hooks-deps` wrote
-	require.NoError(t, err)
-	orders := startChainService(t, "orders", otlp,
-		// As hooks-java/README.md says: the hooks make each attempt's CLIENT
-		// span, so the agent's HttpClient instrumentation is off.
-		[]string{"java", "-javaagent:" + filepath.Join(jdir, "opentelemetry-javaagent.jar"), "-Dotel.instrumentation.java-http-client.enabled=false",
-			"-cp", filepath.Join(jdir, "classes") + ":" + string(cp), "e2e.Orders"},
-		append(common, "NEXT=http://"+catalog.addr+"/catalog")...)
-	gateway := startChainService(t, "gateway", otlp, []string{gatewayBin}, append(common, "NEXT=http://"+orders.addr+"/orders")...)
+	stock := startChainService(t, "stock", otlp, launch.python, with("RATE=0.2")...)
+	reviews := startChainService(t, "reviews", otlp, launch.python, with("RATE=0.4")...)
+	catalog := startChainService(t, "catalog", otlp, launch.catalog,
+		with("RATE=0.1", "NEXT=http://"+stock.addr+"/stock", "OPTIONAL=http://"+reviews.addr+"/reviews")...)
+	orders := startChainService(t, "orders", otlp, launch.orders, with("NEXT=http://"+catalog.addr+"/catalog")...)
+	gateway := startChainService(t, "gateway", otlp, []string{gatewayBin}, with("NEXT=http://"+orders.addr+"/orders")...)
 	services := []*appService{gateway, orders, catalog, stock, reviews}
 
 	// Learning: the collector learns the edges; catalog → reviews is
@@ -209,5 +277,25 @@ func TestPolyglotChain(t *testing.T) {
 			 FROM operation_stats WHERE service = $1 AND operation NOT LIKE '%admin%'`, s.name).Scan(&got.Served, &got.Own, &got.Propagated, &got.Coincidental))
 		t.Logf("%s: the service counted %+v; the store holds %+v", s.name, final[s.name], got)
 		assert.Equal(t, final[s.name], got, "%s: the store's figures against the service's own counters", s.name)
+
+		// What each service's hooks sent on its failures: its own claimed,
+		// those it passed on unclaimed, none without a claim.
+		sent := map[string]int64{}
+		rows, err := conn.Query(context.Background(),
+			`SELECT verdict || '/' || claim_sent, sum(requests)::bigint FROM claim_accuracy
+			 WHERE service = $1 AND operation NOT LIKE '%admin%' GROUP BY 1`, s.name)
+		require.NoError(t, err)
+		for rows.Next() {
+			var cell string
+			var n int64
+			require.NoError(t, rows.Scan(&cell, &n))
+			sent[cell] = n
+		}
+		require.NoError(t, rows.Err())
+		t.Logf("%s: failed requests by verdict/claim sent: %v", s.name, sent)
+		for cell, n := range sent {
+			assert.Contains(t, []string{"own/claimed", "propagated/unclaimed", "coincidental/claimed", "coincidental/unclaimed"}, cell,
+				"%s: %d failed requests %s, against the claim rules", s.name, n, cell)
+		}
 	}
 }

@@ -1,24 +1,23 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """The Python services of the polyglot chain (stock, reviews): Flask, run under
-opentelemetry-instrument, with the errorownership WSGI middleware."""
+opentelemetry-instrument. Alone (``python app.py``) it has no hooks code: the
+zero-code chain's errorownership instrumentor, installed from the wheel, does
+their work; ``python library.py`` adds the hooks as a library."""
 
 import json
 import os
 import sys
 import threading
+from collections.abc import Callable
+from typing import Any
 
-from errorownership_hooks.hints import HintClient
-from errorownership_hooks.wsgi import ErrorOwnershipMiddleware
 from flask import Flask, Response, request
 
 SERVICE = os.environ["OTEL_SERVICE_NAME"]
 ROUTE = os.environ.get("ROUTE", SERVICE)
 
 app = Flask(__name__)
-# The hooks, as hooks-python/README.md sets them up for Flask.
-hints = HintClient.start(os.environ["HINTS_URL"], SERVICE)
-app.wsgi_app = ErrorOwnershipMiddleware(app.wsgi_app, hints=hints)  # type: ignore[method-assign]
 lock = threading.Lock()
 counters = {"served": 0, "own": 0, "propagated": 0, "coincidental": 0}
 rate = [float(os.environ.get("RATE", "0"))]
@@ -55,10 +54,15 @@ def get_counters() -> Response:
         return Response(json.dumps(counters), mimetype="application/json")
 
 
-if __name__ == "__main__":
+def serve(wsgi_app: Callable[..., Any]) -> None:
+    """Serve on a port of its own choosing, printed first (../README.md)."""
     from werkzeug.serving import make_server
 
-    server = make_server("127.0.0.1", 0, app, threaded=True)
+    server = make_server("127.0.0.1", 0, wsgi_app, threaded=True)
     print(f"127.0.0.1:{server.port}", flush=True)
     sys.stdout.flush()
     server.serve_forever()
+
+
+if __name__ == "__main__":
+    serve(app)

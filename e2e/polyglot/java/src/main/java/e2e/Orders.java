@@ -2,11 +2,8 @@
 
 package e2e;
 
-import io.github.errorownership.hooks.hints.HintsClient;
-import io.github.errorownership.hooks.httpclient.ErrorOwnershipHttpClient;
-import io.github.errorownership.hooks.servlet.ErrorOwnershipFilter;
-import io.opentelemetry.api.GlobalOpenTelemetry;
 import jakarta.servlet.DispatcherType;
+import jakarta.servlet.Filter;
 import jakarta.servlet.http.HttpServlet;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
@@ -25,8 +22,9 @@ import org.eclipse.jetty.server.ServerConnector;
 
 /**
  * The Java service of the polyglot chain (orders): a servlet on embedded
- * Jetty, run under the OpenTelemetry Java agent, with the errorownership
- * hooks.
+ * Jetty, run under the OpenTelemetry Java agent. It has no hooks code: run
+ * alone, the zero-code chain's agent extension does their work; {@link
+ * Hooked} runs it with the hooks as a library.
  */
 public final class Orders {
   static final String SERVICE = System.getenv("OTEL_SERVICE_NAME");
@@ -36,11 +34,8 @@ public final class Orders {
   static final AtomicLong served = new AtomicLong();
   static final AtomicLong own = new AtomicLong();
   static final AtomicLong propagated = new AtomicLong();
-  // The hooks, as hooks-java/README.md sets them up under the Java agent
-  // (which runs with -Dotel.instrumentation.java-http-client.enabled=false).
-  static final HintsClient hints = HintsClient.builder(System.getenv("HINTS_URL"), SERVICE).build().start();
-  static final HttpClient client = ErrorOwnershipHttpClient.builder(HttpClient.newHttpClient())
-      .setHints(hints).setOpenTelemetry(GlobalOpenTelemetry.get()).build();
+  // Set once, before run, by the library variant (Hooked).
+  static HttpClient client = HttpClient.newHttpClient();
 
   static boolean fails(String item, String attempt) {
     int h = 0x811c9dc5;
@@ -98,13 +93,20 @@ public final class Orders {
   }
 
   public static void main(String[] args) throws Exception {
+    run(null);
+  }
+
+  /** Serves until stopped, behind filter when there is one. */
+  static void run(Filter filter) throws Exception {
     Server server = new Server();
     ServerConnector connector = new ServerConnector(server);
     connector.setHost("127.0.0.1");
     connector.setPort(0);
     server.addConnector(connector);
     ServletContextHandler context = new ServletContextHandler();
-    context.addFilter(new FilterHolder(ErrorOwnershipFilter.builder().setHints(hints).build()), "/*", EnumSet.of(DispatcherType.REQUEST));
+    if (filter != null) {
+      context.addFilter(new FilterHolder(filter), "/*", EnumSet.of(DispatcherType.REQUEST));
+    }
     context.addServlet(Work.class, "/" + ROUTE + "/*");
     context.addServlet(Admin.class, "/admin/rate");
     context.addServlet(Admin.class, "/admin/counters");
