@@ -183,7 +183,15 @@ func TestIncompleteTraces(t *testing.T) {
 			}
 			assert.Empty(t, verdicts, "not judged")
 			assert.Zero(t, model.Len(), "not learned from")
-			assert.Nil(t, stats.Operations[front], "no figures from partial evidence")
+			op := stats.Operations[front]
+			require.NotNil(t, op, "its spans count each alone")
+			assert.EqualValues(t, 1, op.Served)
+			assert.Zero(t, op.Failed, "failed requests are counted with their verdict")
+			assert.Equal(t, [4]uint64{}, op.Verdicts, "no verdict")
+			for k, e := range stats.Edges {
+				assert.Zero(t, e.FailedAlone+e.CallFailedRequestFailed+e.CallOKRequestFailed, "no edge evidence on %v", k)
+			}
+			assert.Empty(t, stats.Audit)
 			assert.EqualValues(t, 1, stats.Incomplete[tt.want])
 			assert.EqualValues(t, 1, stats.Traces)
 		})

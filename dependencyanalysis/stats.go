@@ -369,19 +369,27 @@ func (s *Stats) Reset() {
 // held to be judged again (Hold) is counted apart, provisionally
 // (AddProvisional) and once final (Correct).
 //
-// An incomplete trace adds only its count in Incomplete: its figures would
-// rest on partial evidence. Every other figure is counted once and, in its
-// Est, by the trace's adjusted count.
+// Every figure is counted once and, in its Est, by the trace's adjusted
+// count. An incomplete trace is counted in Incomplete and adds what its
+// spans say each alone — requests served and retried, calls, attempts,
+// retries and decisions, root requests and depths — but nothing that
+// judges a request from its calls: it has no verdicts (so its failed
+// requests, which verdicts count, are not counted), and gives the edge
+// model's evidence nothing. A trace analysed in parts (split by a plain
+// load balancer, a handover) so counts every request served once.
 func (s *Stats) Add(t *Trace, verdicts []Verdict) {
 	s.Traces++
 	s.Link.Add(t.Link)
-	if t.Incomplete != IncompleteNone {
-		s.Incomplete[t.Incomplete]++
-		return
-	}
+	whole := t.Incomplete == IncompleteNone
 	w, m := t.Weight, t.Sampling.Method()
+	if !whole {
+		s.Incomplete[t.Incomplete]++
+		if !(w > 0) { // a contradicted threshold: the weight is unknown
+			w, m = 1, SamplingCounted
+		}
+	}
 	extrapolated := m == SamplingExtrapolated
-	if extrapolated {
+	if extrapolated && whole {
 		s.Extrapolated++
 	}
 	anyFailed := false
@@ -404,14 +412,14 @@ func (s *Stats) Add(t *Trace, verdicts []Verdict) {
 		for ci := range calls {
 			c := &calls[ci]
 			e := s.edge(EdgeKey{req.Service, req.Operation, c.PeerService, c.PeerOperation})
-			addCall(&e.EdgeTraffic, t, c, req.Failed(), failed == 1, 1)
-			addCall(&e.Est[m], t, c, req.Failed(), failed == 1, w)
+			addCall(&e.EdgeTraffic, t, c, req.Failed(), failed == 1, whole, 1)
+			addCall(&e.Est[m], t, c, req.Failed(), failed == 1, whole, w)
 			if c.PeerAddress != NoSymbol && c.PeerAddress != c.PeerService {
 				s.Addresses[AddressKey{req.Service, c.PeerService, c.PeerAddress}]++
 			}
 		}
 	}
-	if anyFailed && !extrapolated {
+	if anyFailed && !extrapolated && whole {
 		s.CountedFailed++
 	}
 	for i := range verdicts {
@@ -431,12 +439,16 @@ func (s *Stats) Add(t *Trace, verdicts []Verdict) {
 }
 
 // addCall counts logical call c of a request, n for each event: whether
-// the request failed, and whether c was its only failed call.
-func addCall[T Figure](e *EdgeTraffic[T], t *Trace, c *Call, reqFailed, alone bool, n T) {
+// the request failed, and whether c was its only failed call; evidence
+// says whether the edge model's evidence counts too (a whole trace).
+func addCall[T Figure](e *EdgeTraffic[T], t *Trace, c *Call, reqFailed, alone, evidence bool, n T) {
 	e.Calls += n
 	switch {
 	case c.Failed:
 		e.FailedCalls += n
+		if !evidence {
+			break
+		}
 		if reqFailed {
 			e.CallFailedRequestFailed += n
 		}
@@ -446,7 +458,7 @@ func addCall[T Figure](e *EdgeTraffic[T], t *Trace, c *Call, reqFailed, alone bo
 				e.FailedAloneRequestFailed += n
 			}
 		}
-	case reqFailed:
+	case reqFailed && evidence:
 		e.CallOKRequestFailed += n
 	}
 	attempts := T(c.Attempts())
