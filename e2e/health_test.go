@@ -20,13 +20,10 @@ import (
 	"github.com/errorownership/errorownership/store/pgtest"
 )
 
-// healthConfig is a collector whose processor writes to a store and whose
-// hints extension reads the merged model from it, as a hint server apart
-// from the analysis would, with healthcheckv2 showing component status: %[1]s the
-// health_check address (readiness, as startConfigured waits for it), %[2]s
-// healthcheckv2's, %[3]s the OTLP/HTTP address, %[4]s the hints', %[5]s the
-// store's DSN, %[6]s the telemetry section.
-const healthConfig = `
+// healthExtensions starts a config with health_check (%[1]s, readiness, as
+// startConfigured waits for it) and healthcheckv2 (%[2]s), which shows each
+// component's status, recoverable errors included.
+const healthExtensions = `
 extensions:
   health_check:
     endpoint: %[1]s
@@ -40,7 +37,15 @@ extensions:
       status:
         enabled: true
         path: /health/status
-  errorownership_store:
+`
+
+// healthConfig is a collector whose processor writes to a store and whose
+// hints extension reads the merged model from it, as a hint server apart
+// from the analysis would, with healthcheckv2 showing component status: %[1]s the
+// health_check address (readiness, as startConfigured waits for it), %[2]s
+// healthcheckv2's, %[3]s the OTLP/HTTP address, %[4]s the hints', %[5]s the
+// store's DSN, %[6]s the telemetry section.
+const healthConfig = healthExtensions + `  errorownership_store:
     dsn: '%[5]s'
     model_refresh: 1s
   errorownership_hints:
