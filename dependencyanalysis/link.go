@@ -61,6 +61,10 @@ type Call struct {
 	Claim ownership.Claim
 	// Decision is the last retry decision recorded in the call.
 	Decision ownership.RetryDecision
+	// RetriedUnclaimed counts the call's retries that followed an attempt
+	// whose callee unclaimed its error: retries error ownership exists to
+	// prevent, made by a caller without the hooks or one ignoring the claim.
+	RetriedUnclaimed uint8
 
 	// dest is where the caller's attempts say they went; a retry joins the
 	// call with the same dest, since only some attempts may reach the
@@ -625,6 +629,9 @@ func (a *Analyzer) groupCalls() {
 			cl := &t.Calls[call]
 			cl.last = ref.span
 			cl.attempts++
+			if cl.attempts > 1 && cl.Claim == ownership.ClaimUnclaimed && cl.RetriedUnclaimed < 255 {
+				cl.RetriedUnclaimed++
+			}
 			cl.Failed = s.Failed()
 			cl.Claim = s.ClaimReceived()
 			if callee := t.Callee[ref.span]; cl.Claim == ownership.ClaimMissing && callee >= 0 {

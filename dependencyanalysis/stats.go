@@ -160,6 +160,9 @@ type EdgeTraffic[T Figure] struct {
 	// failed too: the edge model's evidence (EdgeCounts), so that models
 	// from several collectors merge by summing.
 	FailedAlone, FailedAloneRequestFailed T
+	// RetriesAfterUnclaimed counts retries sent after an attempt whose
+	// callee unclaimed its error (Call.RetriedUnclaimed).
+	RetriesAfterUnclaimed T
 }
 
 func (e *EdgeTraffic[T]) merge(o *EdgeTraffic[T]) {
@@ -171,6 +174,7 @@ func (e *EdgeTraffic[T]) merge(o *EdgeTraffic[T]) {
 	e.CallOKRequestFailed += o.CallOKRequestFailed
 	e.FailedAlone += o.FailedAlone
 	e.FailedAloneRequestFailed += o.FailedAloneRequestFailed
+	e.RetriesAfterUnclaimed += o.RetriesAfterUnclaimed
 	for i := range o.Decisions {
 		e.Decisions[i] += o.Decisions[i]
 	}
@@ -464,6 +468,7 @@ func addCall[T Figure](e *EdgeTraffic[T], t *Trace, c *Call, reqFailed, alone, e
 	attempts := T(c.Attempts())
 	e.Attempts += attempts * n
 	e.Retries += (attempts - 1) * n
+	e.RetriesAfterUnclaimed += T(c.RetriedUnclaimed) * n
 	for _, ai := range t.CallAttempts(c) {
 		e.Decisions[t.Spans[ai].Decision()] += n
 	}

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/errorownership/errorownership/internal/testsupport/scenario"
+	"github.com/errorownership/errorownership/ownership"
 )
 
 // judgeAll learns over all spans, then judges every trace into stats.
@@ -75,4 +76,47 @@ func TestStatsAuditLimit(t *testing.T) {
 	judgeAll(spans, stats)
 	assert.Len(t, stats.Audit, 3)
 	assert.EqualValues(t, 7, stats.AuditDropped)
+}
+
+// TestRetriesAfterUnclaimed: a retry counts against the edge when the
+// attempt before it received unclaimed, whether the caller's hooks
+// recorded the claim or only the callee's server span says it.
+func TestRetriesAfterUnclaimed(t *testing.T) {
+	un, cl, none := ownership.ClaimUnclaimed, ownership.ClaimClaimed, ownership.ClaimMissing
+	for _, c := range []struct {
+		name string
+		// sent is what the callee's server span sent on each attempt;
+		// received what the caller's client span recorded.
+		sent, received []ownership.Claim
+		want           uint64
+	}{
+		{"hookless caller retries an unclaimed error", []ownership.Claim{un, un}, []ownership.Claim{none, none}, 1},
+		{"hooked caller records unclaimed and retries anyway", []ownership.Claim{un, un, un}, []ownership.Claim{un, un, un}, 2},
+		{"retry after a claimed error", []ownership.Claim{cl, cl}, []ownership.Claim{cl, cl}, 0},
+		{"unclaimed, then the retry's error claimed", []ownership.Claim{un, cl, cl}, []ownership.Claim{none, none, none}, 1},
+		{"unclaimed and not retried", []ownership.Claim{un}, []ownership.Claim{un}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			specs := []sp{{id: 1, kind: KindServer, svc: "a", op: "GET /a", end: 100, failed: true}}
+			for i := range c.sent {
+				client, server := byte(10+2*i), byte(11+2*i)
+				at := 10 * (i + 1)
+				specs = append(specs,
+					sp{id: client, parent: 1, kind: KindClient, svc: "a", op: "GET", peer: "b", start: at, end: at + 5,
+						failed: true, answered: true, claimRx: c.received[i], try: int8(i + 1)},
+					sp{id: server, parent: client, kind: KindServer, svc: "b", op: "GET /b", start: at + 1, end: at + 4,
+						failed: true, answered: true, claim: c.sent[i]})
+			}
+			an := NewAnalyzer()
+			tr := an.Link(testTrace, records(specs...))
+			stats := NewStats()
+			stats.Add(tr, an.Judge(tr, modes{}))
+			var got uint64
+			for _, e := range stats.Edges {
+				got += e.RetriesAfterUnclaimed
+				assert.InDelta(t, float64(e.RetriesAfterUnclaimed), e.Estimate().RetriesAfterUnclaimed, 0)
+			}
+			assert.Equal(t, c.want, got)
+		})
+	}
 }
