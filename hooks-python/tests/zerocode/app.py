@@ -7,6 +7,8 @@ the instrumentor does. The first line it prints is ``READY <port>``.
 
     app.py flask       a Flask app (werkzeug, threaded)
     app.py starlette   a Starlette app (uvicorn)
+    app.py django      a Django project (DJANGO_SETTINGS_MODULE=djsettings)
+                       under werkzeug, threaded
     app.py bench N     no server: N requests through Flask's test client,
                        each making one requests call to a local callee;
                        prints ``BENCH <µs per request>``
@@ -193,6 +195,39 @@ def serve_starlette() -> None:
     uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off")).run(sockets=[sock])
 
 
+# Django's URLs (djsettings: ROOT_URLCONF), filled by serve_django.
+urlpatterns: list[Any] = []
+
+
+def serve_django() -> None:
+    from django.core.wsgi import get_wsgi_application
+    from django.http import HttpRequest, HttpResponse, JsonResponse
+    from django.urls import path
+    from werkzeug.serving import make_server
+
+    capture()
+
+    def checkout(request: HttpRequest) -> HttpResponse:
+        plan = json.loads(request.headers["X-Plan"])
+        plan_calls(plan)
+        r = HttpResponse("done", status=plan["status"])
+        if plan.get("set_claim"):
+            # Django keeps one value a header: several relayed claims are joined.
+            r["Error-Claim"] = ", ".join(plan["set_claim"])
+        return r
+
+    def _spans(request: HttpRequest) -> HttpResponse:
+        return HttpResponse(json.dumps(spans()), content_type="application/json")
+
+    def _ready(request: HttpRequest) -> HttpResponse:
+        return JsonResponse(ready())
+
+    urlpatterns[:] = [path("checkout", checkout), path("_spans", _spans), path("_ready", _ready)]
+    server = make_server("127.0.0.1", 0, get_wsgi_application(), threaded=True)
+    print(f"READY {server.server_port}", flush=True)
+    server.serve_forever()
+
+
 class _Callee(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # Headers and body go in two writes: without this, the second waits on
@@ -248,6 +283,8 @@ if __name__ == "__main__":
         serve_flask()
     elif mode == "starlette":
         serve_starlette()
+    elif mode == "django":
+        serve_django()
     elif mode == "bench":
         bench(int(sys.argv[2]))
     else:
