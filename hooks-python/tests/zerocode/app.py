@@ -9,9 +9,9 @@ the instrumentor does. The first line it prints is ``READY <port>``.
     app.py starlette   a Starlette app (uvicorn)
     app.py django      a Django project (DJANGO_SETTINGS_MODULE=djsettings)
                        under werkzeug, threaded
-    app.py bench N     no server: N requests through Flask's test client,
-                       each making one requests call to a local callee;
-                       prints ``BENCH <µs per request>``
+    app.py bench URL   the overhead benchmark's Flask service: GET /call
+                       calls URL once through requests, GET /fail answers 500
+    app.py callee      the benchmark's callee (run without instrumentation)
 
 The servers answer:
     GET /checkout   makes the calls the X-Plan header lists ({"client":
@@ -33,8 +33,6 @@ import asyncio
 import contextlib
 import json
 import sys
-import threading
-import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -244,37 +242,42 @@ class _Callee(BaseHTTPRequestHandler):
         self.wfile.write(b"ok")
 
 
-def bench(n: int) -> None:
-    """µs per request: a Flask request that makes one requests call, and a
-    Flask request that fails on its own (a claim is decided)."""
-    from flask import Flask
-
+def serve_callee() -> None:
+    """The benchmark's callee, shared by its two services: not instrumented."""
     callee = ThreadingHTTPServer(("127.0.0.1", 0), _Callee)
     callee.daemon_threads = True
-    threading.Thread(target=callee.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{callee.server_address[1]}/dep"
+    print(f"READY {callee.server_address[1]}", flush=True)
+    callee.serve_forever()
+
+
+def serve_bench(callee_url: str) -> None:
+    """The benchmark's service: GET /call makes one requests call to the
+    callee and answers 200; GET /fail answers 500 (a claim is decided).
+    Nothing captures its spans (the SDK makes them, no exporter)."""
+    import logging
+
+    from flask import Flask
+    from werkzeug.serving import WSGIRequestHandler, make_server
+
+    class Handler(WSGIRequestHandler):
+        disable_nagle_algorithm = True  # as _Callee: no delayed ACK measured
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     app = Flask(__name__)
     session = requests.Session()
 
     @app.get("/call")
     def call_route() -> Any:
-        session.get(url, timeout=10).close()
+        session.get(callee_url, timeout=10).close()
         return "done"
 
     @app.get("/fail")
     def fail_route() -> Any:
         return "failed", 500
 
-    print("READY 0", flush=True)
-    client = app.test_client()
-    for path in ("/call", "/fail"):
-        for _ in range(n // 10):  # warm up
-            client.get(path)
-        t0 = time.perf_counter()
-        for _ in range(n):
-            client.get(path)
-        print(f"BENCH {path} {(time.perf_counter() - t0) / n * 1e6:.1f}", flush=True)
-    callee.shutdown()
+    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=Handler)
+    print(f"READY {server.server_port}", flush=True)
+    server.serve_forever()
 
 
 if __name__ == "__main__":
@@ -285,7 +288,9 @@ if __name__ == "__main__":
         serve_starlette()
     elif mode == "django":
         serve_django()
+    elif mode == "callee":
+        serve_callee()
     elif mode == "bench":
-        bench(int(sys.argv[2]))
+        serve_bench(sys.argv[2])
     else:
         raise SystemExit(f"unknown mode {mode!r}")
