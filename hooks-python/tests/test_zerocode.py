@@ -21,12 +21,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Callee, load
+from conftest import Callee, GrpcCallee, load
 from hintserver import HintServer
 
 HERE = Path(__file__).resolve().parent
@@ -34,6 +34,7 @@ VENV = Path(os.environ.get("ZEROCODE_VENV") or HERE.parent / ".venv-zerocode")
 APP = HERE / "zerocode" / "app.py"
 CLIENT = load("client.json")["cases"]
 SERVER = load("server.json")["cases"]
+GRPC_CLIENT, GRPC_SERVER = (load("grpc.json")[k]["cases"] for k in ("client", "server"))
 KINDS = ["requests", "httpx", "httpx-async", "urllib", "urllib3"]
 
 
@@ -131,20 +132,28 @@ def _group(tc: dict[str, Any]) -> str:
     return "default"
 
 
+class Children(dict[str, Child]):
+    """Services made when first asked for, by make(key)."""
+
+    def __init__(self, make: Callable[[str], Child]) -> None:
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, key: str) -> Child:
+        c = self[key] = self.make(key)
+        return c
+
+    def close(self) -> None:
+        for c in self.values():
+            c.close()
+
+
 @pytest.fixture(scope="module")
 def client_children() -> Iterator[dict[str, Child]]:
-    """One Flask service per environment the vectors need, made when first asked for."""
-    made: dict[str, Child] = {}
-
-    class Lazy(dict[str, Child]):
-        def __missing__(self, key: str) -> Child:
-            made[key] = Child("flask", env=_GROUPS[key])
-            self[key] = made[key]
-            return made[key]
-
-    yield Lazy()
-    for c in made.values():
-        c.close()
+    """One Flask service per environment the vectors need."""
+    made = Children(lambda key: Child("flask", env=_GROUPS[key]))
+    yield made
+    made.close()
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -177,57 +186,87 @@ def test_client(tc: dict[str, Any], kind: str, client_children: dict[str, Child]
 # server.json
 
 
-@pytest.fixture(scope="module")
-def server_callees() -> Iterator[tuple[dict[tuple[int, int], Callee], HintServer]]:
-    """A callee per call of every case, made first: the hints name them by
-    address, and the service reads its hints when it starts."""
-    callees = {(i, j): Callee([]) for i, tc in enumerate(SERVER) for j, _ in enumerate(tc.get("calls", []))}
+Callees = dict[tuple[int, int], Any]
+
+
+def _hinted(
+    cases: list[Any], make: Callable[[], Any], operation: str, peer_operation: str
+) -> tuple[Callees, HintServer]:
+    """A callee per call of every case, made first (the hints name them by
+    address, and the service reads its hints when it starts), and the hints
+    server: a fixture's, closed when it ends."""
+    callees = {(i, j): make() for i, tc in enumerate(cases) for j, _ in enumerate(tc.get("calls", []))}
     edges = [
         {
-            "operation": "GET /checkout",
+            "operation": operation,
             "peer_service": callees[(i, j)].address,
-            "peer_operation": "GET /dep",
+            "peer_operation": peer_operation,
             "mode": c["mode"],
             "confidence": 0.99,
             "samples": 100,
         }
-        for i, tc in enumerate(SERVER)
+        for i, tc in enumerate(cases)
         for j, c in enumerate(tc.get("calls", []))
         if c.get("mode")
     ]
     hints = HintServer()
     hints.serve(200, json.dumps({"version": 1, "service": "checkout", "ttl_seconds": 30, "edges": edges}))
     yield callees, hints
-    hints.close()
-    for c in callees.values():
+    for c in (hints, *callees.values()):
         c.close()
+
+
+def _script(callees: Callees, i: int, calls: list[Any]) -> list[Any]:
+    """Case i's callees, answering its calls' responses from now on."""
+    out = []
+    for j, c in enumerate(calls):
+        callee = callees[(i, j)]
+        with callee.lock:
+            callee.responses = list(c["responses"])
+            callee.requests.clear()
+        out.append(callee)
+    return out
+
+
+def _serve(mode: str, hints: HintServer) -> Child:
+    """app.py mode, once its hint client has read the hints."""
+    env = {"ERROROWNERSHIP_HINTS_ENDPOINT": hints.url}
+    if mode == "django":
+        env["DJANGO_SETTINGS_MODULE"] = "djsettings"
+    c = Child(mode, env=env)
+    for _ in range(500):
+        if c.ready()["hints"]:
+            break
+        threading.Event().wait(0.01)
+    r = c.ready()
+    assert r["hints"], "the service's hint client read no hints"
+    assert r["file"].startswith(r["prefix"]), f"the hooks were not imported from {VENV}: {r['file']}"
+    return c
+
+
+def _server_span(child: Child) -> dict[str, Any]:
+    """The one server span of the last /checkout, which ends just after
+    the answer is sent."""
+    got: list[Any] = []
+    for _ in range(500):
+        got = [s for s in child.spans("SERVER") if s["name"].endswith("checkout")]
+        if got:
+            break
+        threading.Event().wait(0.01)
+    assert len(got) == 1
+    return got[0]  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def server_callees() -> Iterator[tuple[Callees, HintServer]]:
+    yield from _hinted(SERVER, lambda: Callee([]), "GET /checkout", "GET /dep")
 
 
 @pytest.fixture(scope="module")
 def servers(server_callees: Any) -> Iterator[dict[str, Child]]:
-    _, hints = server_callees
-    made: dict[str, Child] = {}
-
-    class Lazy(dict[str, Child]):
-        def __missing__(self, key: str) -> Child:
-            env = {"ERROROWNERSHIP_HINTS_ENDPOINT": hints.url}
-            if key == "django":
-                env["DJANGO_SETTINGS_MODULE"] = "djsettings"
-            c = Child(key, env=env)
-            made[key] = c
-            self[key] = c
-            for _ in range(500):
-                if c.ready()["hints"]:
-                    break
-                threading.Event().wait(0.01)
-            r = c.ready()
-            assert r["hints"], "the service's hint client read no hints"
-            assert r["file"].startswith(r["prefix"]), f"the hooks were not imported from {VENV}: {r['file']}"
-            return c
-
-    yield Lazy()
-    for c in made.values():
-        c.close()
+    made = Children(lambda key: _serve(key, server_callees[1]))
+    yield made
+    made.close()
 
 
 @pytest.mark.parametrize(
@@ -241,14 +280,10 @@ def test_server(i: int, framework: str, client: str, servers: dict[str, Child], 
     through a client the code-level hooks never wrapped (urllib.request,
     urllib3) or one they did, left as the service wrote it."""
     tc = SERVER[i]
-    callees, _ = server_callees
-    calls = []
-    for j, c in enumerate(tc.get("calls", [])):
-        callee = callees[(i, j)]
-        with callee.lock:
-            callee.responses = list(c["responses"])
-            callee.requests.clear()
-        calls.append([c.get("method", "GET"), callee.url + "/dep"])
+    calls = [
+        [c.get("method", "GET"), callee.url + "/dep"]
+        for c, callee in zip(tc.get("calls", []), _script(server_callees[0], i, tc.get("calls", [])), strict=True)
+    ]
     child = servers[framework]
     child.spans("SERVER")  # clear
     plan = {"client": client, "calls": calls, "status": tc["status"], "set_claim": tc.get("set_claim", [])}
@@ -256,13 +291,77 @@ def test_server(i: int, framework: str, client: str, servers: dict[str, Child], 
     assert status == tc["status"]
     want = tc["want"]
     assert claims == ([] if want["header"] is None else [want["header"]])
-    for _ in range(500):  # the ASGI server span ends just after the body is sent
-        got = [s for s in child.spans("SERVER") if s["name"].endswith("checkout")]
-        if got:
-            break
-        threading.Event().wait(0.01)
-    assert len(got) == 1
-    assert got[0]["attrs"] == want["span"]
+    assert _server_span(child)["attrs"] == want["span"]
+
+
+# ---------------------------------------------------------------------------
+# grpc.json: app.py grpc, its channels and server made by grpc.insecure_channel
+# and grpc.server, which the gRPC instrumentation wraps.
+
+
+def _grpc(child: Child, method: str, body: bytes, plan: dict[str, Any] | None = None) -> tuple[Any, list[Any], bytes]:
+    """Calls the child's gRPC server: the code, the trailers, the answer."""
+    import grpc
+
+    md = None if plan is None else (("x-plan", json.dumps(plan)),)
+    with grpc.insecure_channel(f"127.0.0.1:{child.ready()['grpc_port']}") as ch:
+        try:
+            got, call = ch.unary_unary(method).with_call(body, timeout=30, metadata=md)
+            return call.code(), list(call.trailing_metadata() or ()), got
+        except grpc.RpcError as e:
+            return e.code(), list(e.trailing_metadata() or ()), b""  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module")
+def grpc_clients() -> Iterator[dict[str, Child]]:
+    made = Children(lambda key: Child("grpc", env=_GROUPS[key]))
+    yield made
+    made.close()
+
+
+@pytest.mark.parametrize("tc", GRPC_CLIENT, ids=[c["name"] for c in GRPC_CLIENT])
+def test_grpc_client(tc: dict[str, Any], grpc_clients: dict[str, Child], grpc_factory: Any) -> None:
+    """The attempts are counted at the callee and numbered on the
+    instrumentation's spans: grpcio's core keeps grpc-previous-rpc-attempts
+    from a Python server, and only the service's own code could look lower."""
+    child = grpc_clients[_group(tc)]
+    callee = grpc_factory(tc["responses"])
+    child.spans("CLIENT")  # clear
+    code, _, got = _grpc(child, "/test.Svc/client", callee.address.encode())
+    assert code.name == "OK"
+    want = tc["want"]
+    assert got.decode() == want["code"]
+    assert len(callee.requests) == len(want["requests"])
+    assert [s["attrs"] for s in child.spans("CLIENT")] == want["spans"]
+
+
+@pytest.fixture(scope="module")
+def grpc_callees() -> Iterator[tuple[Callees, HintServer]]:
+    yield from _hinted(GRPC_SERVER, lambda: GrpcCallee([]), "test.Svc/checkout", "test.Svc/Call")
+
+
+@pytest.fixture(scope="module")
+def grpc_server(grpc_callees: Any) -> Iterator[Child]:
+    c = _serve("grpc", grpc_callees[1])
+    yield c
+    c.close()
+
+
+@pytest.mark.parametrize("i", range(len(GRPC_SERVER)), ids=[c["name"] for c in GRPC_SERVER])
+def test_grpc_server(i: int, grpc_server: Child, grpc_callees: Any) -> None:
+    tc = GRPC_SERVER[i]
+    child = grpc_server
+    child.spans("SERVER")  # clear
+    callees = _script(grpc_callees[0], i, tc.get("calls", []))
+    plan = {"calls": [c.address for c in callees], "code": tc["code"], "set_claim": tc.get("set_claim")}
+    code, md, _ = _grpc(child, "/test.Svc/checkout", b"x", plan)
+    assert code.name == tc["code"]
+    want = tc["want"]
+    assert [v for k, v in md if k == "error-claim"] == ([] if want["claim"] is None else [want["claim"]])
+    assert [v for k, v in md if k == "grpc-retry-pushback-ms"] == (
+        [] if want["pushback"] is None else [want["pushback"]]
+    )
+    assert _server_span(child)["attrs"] == want["span"]
 
 
 # ---------------------------------------------------------------------------

@@ -19,6 +19,14 @@ on the span):
   urllib.request   OpenerDirector.open                urllib.request.urlopen         AbstractHTTPHandler.do_open
   urllib3          HTTPConnectionPool.urlopen         RequestMethods.request         HTTPConnectionPool._make_request
 
+gRPC (unary-unary) the way the library path composes it: the gRPC client
+instrumentation wraps grpc.insecure_channel / secure_channel and puts its
+interceptor on the channel with the intercept_channel its module holds;
+that name, patched, puts the hooks' ClientInterceptor around the result and
+its attempt_interceptor under it. Its server instrumentation wraps
+grpc.server, which calls grpc._server.create_server: patched, it appends
+the hooks' ServerInterceptor, last, so inside the instrumentation's.
+
 The servers: Flask's instrumentation wraps each app's ``wsgi_app`` when
 the app is made, and ``Flask.__call__`` calls it: the hooks go around it
 there (the server span is current when the response starts). The ASGI and
@@ -85,7 +93,7 @@ def install(s: Settings) -> None:
     global _cfg, _server_hints
     _cfg = ClientConfig(hints=s.hints, max_attempts=s.max_attempts)
     _server_hints = s.server_hints
-    for hook in (_flask, _asgi, _wsgi, _django, _requests, _httpx, _urllib, _urllib3):
+    for hook in (_flask, _asgi, _wsgi, _django, _grpc_server, _requests, _httpx, _urllib, _urllib3, _grpc_client):
         try:
             hook()
         except ImportError:
@@ -388,6 +396,24 @@ def _django() -> None:
     _patch(BaseHandler, "load_middleware", make)
 
 
+def _grpc_server() -> None:
+    from grpc import _server
+
+    from .grpc import ServerInterceptor
+
+    def make(orig: Any) -> Any:
+        @functools.wraps(orig)
+        def create_server(thread_pool: Any, handlers: Any, interceptors: Any, *args: Any, **kwargs: Any) -> Any:
+            if _cfg is not None and not any(isinstance(i, ServerInterceptor) for i in interceptors):
+                # Last, so inside the instrumentation's interceptor, whose span is current.
+                interceptors = (*interceptors, ServerInterceptor(hints=_server_hints))
+            return orig(thread_pool, handlers, interceptors, *args, **kwargs)
+
+        return create_server
+
+    _patch(_server, "create_server", make)
+
+
 def server_hints() -> HintSource | None:
     return _server_hints
 
@@ -577,3 +603,24 @@ def _urllib3() -> None:
 
     _patch(RequestMethods, "request", make_request)
     _patch(HTTPConnectionPool, "_make_request", _settling(lib))
+
+
+def _grpc_client() -> None:
+    import grpc
+    from opentelemetry.instrumentation import grpc as otel_grpc
+
+    from .grpc import ClientInterceptor
+
+    def make(orig: Any) -> Any:
+        @functools.wraps(orig)
+        def intercept_channel(channel: Any, *interceptors: Any) -> Any:
+            if _cfg is None:
+                return orig(channel, *interceptors)
+            target = getattr(channel, "_target", b"")
+            hooks = ClientInterceptor._sharing(target.decode() if isinstance(target, bytes) else str(target), _cfg)
+            inner = grpc.intercept_channel(channel, hooks.attempt_interceptor)
+            return grpc.intercept_channel(orig(inner, *interceptors), hooks)
+
+        return intercept_channel
+
+    _patch(otel_grpc, "intercept_channel", make)

@@ -21,7 +21,8 @@ What it hooks, and where (the contrib instrumentations' own spans stay the
 only spans; see _autohooks for why the order the instrumentors are loaded
 in does not matter): Flask apps, every app under the ASGI or WSGI
 instrumentation's middleware (Starlette, FastAPI), Django's middleware
-chain; requests, httpx (sync and async), urllib.request and urllib3.
+chain; requests, httpx (sync and async), urllib.request and urllib3;
+grpcio servers and channels (unary-unary).
 """
 
 from __future__ import annotations

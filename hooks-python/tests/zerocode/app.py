@@ -9,6 +9,9 @@ the instrumentor does. The first line it prints is ``READY <port>``.
     app.py starlette   a Starlette app (uvicorn)
     app.py django      a Django project (DJANGO_SETTINGS_MODULE=djsettings)
                        under werkzeug, threaded
+    app.py grpc        a grpcio server (generic handlers with bytes), and
+                       the HTTP paths /_spans and /_ready (grpc_port: its
+                       port) on a server no instrumentation traces
     app.py bench URL   the overhead benchmark's Flask service: GET /call
                        calls URL once through requests, GET /fail answers 500
     app.py callee      the benchmark's callee (run without instrumentation)
@@ -33,6 +36,7 @@ import asyncio
 import contextlib
 import json
 import sys
+import threading
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -42,6 +46,7 @@ import httpx
 import requests
 import urllib3
 from attrspy import AttributeSpy
+from grpcanswer import answer
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -193,6 +198,63 @@ def serve_starlette() -> None:
     uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off")).run(sockets=[sock])
 
 
+def serve_grpc() -> None:
+    """/test.Svc/checkout makes a call to each address its x-plan metadata
+    lists ({"calls": [address], "code": name, "set_claim": value}), then
+    answers code, with the error-claim trailer set to set_claim first;
+    /test.Svc/client makes one call to the address it is sent and answers
+    the code's name. Each call is /test.Svc/Call on a channel per address."""
+    from concurrent import futures
+
+    import grpc
+
+    capture()
+    channels: dict[str, grpc.Channel] = {}
+    lock = threading.Lock()
+
+    def call_once(address: str) -> str:
+        with lock:
+            ch = channels.get(address) or channels.setdefault(address, grpc.insecure_channel(address))
+        try:
+            ch.unary_unary("/test.Svc/Call")(b"x", timeout=10)
+        except grpc.RpcError as e:
+            return str(e.code().name)
+        return "OK"
+
+    def checkout(request: bytes, context: grpc.ServicerContext) -> bytes:
+        plan = json.loads(dict(context.invocation_metadata())["x-plan"])
+        for address in plan.get("calls", []):
+            call_once(address)
+        return answer(context, plan["code"], plan.get("set_claim"), "the plan's answer")
+
+    def client(request: bytes, context: grpc.ServicerContext) -> bytes:
+        return call_once(request.decode()).encode()
+
+    methods = {"checkout": checkout, "client": client}
+    handler = grpc.method_handlers_generic_handler(
+        "test.Svc", {k: grpc.unary_unary_rpc_method_handler(f) for k, f in methods.items()}
+    )
+    server = grpc.server(futures.ThreadPoolExecutor(8))
+    server.add_generic_rpc_handlers((handler,))
+    grpc_port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+
+    class Control(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            body = json.dumps(spans() if self.path == "/_spans" else {**ready(), "grpc_port": grpc_port}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    control = ThreadingHTTPServer(("127.0.0.1", 0), Control)
+    print(f"READY {control.server_address[1]}", flush=True)
+    control.serve_forever()
+
+
 # Django's URLs (djsettings: ROOT_URLCONF), filled by serve_django.
 urlpatterns: list[Any] = []
 
@@ -288,6 +350,8 @@ if __name__ == "__main__":
         serve_starlette()
     elif mode == "django":
         serve_django()
+    elif mode == "grpc":
+        serve_grpc()
     elif mode == "callee":
         serve_callee()
     elif mode == "bench":
