@@ -7,8 +7,9 @@ a service with no error-ownership code, run in a child process under
 
 client.json through requests, httpx (sync and async), urllib.request and
 urllib3; server.json on Flask (its dependency called through each client,
-urllib.request among them), Starlette and Django; the disable switch; the overhead
-against opentelemetry-instrument alone."""
+urllib.request among them), Starlette and Django; grpc.json on a grpcio
+server and its channels; the disable switch; the overhead against
+opentelemetry-instrument alone."""
 
 from __future__ import annotations
 
