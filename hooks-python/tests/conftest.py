@@ -10,6 +10,7 @@ import json
 import os
 import threading
 from collections.abc import Iterator
+from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from zerocode.attrspy import AttributeSpy
+from zerocode.grpcanswer import answer
 
 HERE = Path(__file__).resolve().parent
 CONFORMANCE_DIR = Path(os.environ.get("CONFORMANCE_DIR") or HERE.parent.parent / "conformance")
@@ -104,18 +106,61 @@ class Callee:
         self.server.server_close()
 
 
-@pytest.fixture
-def callee_factory() -> Iterator[Any]:
-    made: list[Callee] = []
+class GrpcCallee:
+    """A gRPC server on 127.0.0.1 (generic handlers with bytes, no codegen)
+    answering each call of /test.Svc/Call with the next scripted response
+    (code, error-claim trailer)."""
 
-    def make(responses: list[dict[str, Any]]) -> Callee:
-        c = Callee(responses)
+    def __init__(
+        self, responses: list[dict[str, Any]], interceptors: list[Any] | None = None, behavior: Any = None
+    ) -> None:
+        import grpc
+
+        self.responses = list(responses)
+        self.requests: list[str | None] = []
+        self.lock = threading.Lock()
+
+        def scripted(request: bytes, context: grpc.ServicerContext) -> bytes:
+            md = dict(context.invocation_metadata())
+            with self.lock:
+                self.requests.append(md.get("grpc-previous-rpc-attempts"))
+                r = self.responses.pop(0) if self.responses else {"code": "DATA_LOSS"}
+            return answer(context, r["code"], r.get("claim"), "scripted")
+
+        handler = grpc.method_handlers_generic_handler(
+            "test.Svc", {"Call": grpc.unary_unary_rpc_method_handler(behavior or scripted)}
+        )
+        self.server = grpc.server(futures.ThreadPoolExecutor(4), interceptors=interceptors or [])
+        self.server.add_generic_rpc_handlers((handler,))
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.address = f"127.0.0.1:{self.port}"
+        self.server.start()
+
+    def close(self) -> None:
+        self.server.stop(0)
+
+
+def _factory(cls: Any) -> Iterator[Any]:
+    made: list[Any] = []
+
+    def make(*args: Any, **kwargs: Any) -> Any:
+        c = cls(*args, **kwargs)
         made.append(c)
         return c
 
     yield make
     for c in made:
         c.close()
+
+
+@pytest.fixture
+def callee_factory() -> Iterator[Any]:
+    yield from _factory(Callee)
+
+
+@pytest.fixture
+def grpc_factory() -> Iterator[Any]:
+    yield from _factory(GrpcCallee)
 
 
 class StaticHints:

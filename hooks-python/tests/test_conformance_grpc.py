@@ -6,10 +6,7 @@ interceptors."""
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Iterator
-from concurrent import futures
 from typing import Any
 
 import grpc
@@ -19,6 +16,7 @@ from opentelemetry.instrumentation.grpc import client_interceptor as otel_client
 from opentelemetry.instrumentation.grpc import server_interceptor as otel_server
 from opentelemetry.instrumentation.grpc.grpcext import intercept_channel as otel_intercept
 from opentelemetry.trace import SpanKind
+from zerocode.grpcanswer import answer
 
 from errorownership_hooks import Backoff, Limits, RetryBudget
 from errorownership_hooks.grpc import ClientInterceptor, ServerInterceptor
@@ -28,55 +26,6 @@ CLIENT = V["client"]["cases"]
 SERVER = V["server"]["cases"]
 FAST = Backoff(0, 0)
 METHOD = "/test.Svc/Call"
-
-
-class GrpcCallee:
-    """A gRPC server answering each call with the next scripted response."""
-
-    def __init__(
-        self, responses: list[dict[str, Any]], interceptors: list[Any] | None = None, behavior: Any = None
-    ) -> None:
-        self.responses = list(responses)
-        self.requests: list[str | None] = []
-        self.lock = threading.Lock()
-
-        def scripted(request: bytes, context: grpc.ServicerContext) -> bytes:
-            md = dict(context.invocation_metadata())
-            with self.lock:
-                self.requests.append(md.get("grpc-previous-rpc-attempts"))
-                r = self.responses.pop(0) if self.responses else {"code": "DATA_LOSS"}
-            if r.get("claim") is not None:
-                context.set_trailing_metadata((("error-claim", r["claim"]),))
-            code = grpc.StatusCode[r["code"]]
-            if code is not grpc.StatusCode.OK:
-                context.abort(code, "scripted")
-            return b"ok"
-
-        handler = grpc.method_handlers_generic_handler(
-            "test.Svc", {"Call": grpc.unary_unary_rpc_method_handler(behavior or scripted)}
-        )
-        self.server = grpc.server(futures.ThreadPoolExecutor(4), interceptors=interceptors or [])
-        self.server.add_generic_rpc_handlers((handler,))
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
-        self.address = f"127.0.0.1:{self.port}"
-        self.server.start()
-
-    def close(self) -> None:
-        self.server.stop(0)
-
-
-@pytest.fixture
-def grpc_factory() -> Iterator[Any]:
-    made: list[Any] = []
-
-    def make(*args: Any, **kwargs: Any) -> GrpcCallee:
-        c = GrpcCallee(*args, **kwargs)
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        c.close()
 
 
 class SentMetadata(grpc.UnaryUnaryClientInterceptor):
@@ -145,12 +94,7 @@ def test_server(tc: dict[str, Any], spans: Any, grpc_factory: Any) -> None:
     def handler(request: bytes, context: grpc.ServicerContext) -> bytes:
         for _, ch in channels:
             call(ch)
-        if tc.get("set_claim") is not None:
-            context.set_trailing_metadata((("error-claim", tc["set_claim"]),))
-        code = grpc.StatusCode[tc["code"]]
-        if code is not grpc.StatusCode.OK:
-            context.abort(code, "the handler's answer")
-        return b"ok"
+        return answer(context, tc["code"], tc.get("set_claim"), "the handler's answer")
 
     front = grpc_factory([], interceptors=[otel_server(), ServerInterceptor(hints=hints)], behavior=handler)
     raw = grpc.insecure_channel(front.address)

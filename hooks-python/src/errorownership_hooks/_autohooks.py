@@ -19,6 +19,14 @@ on the span):
   urllib.request   OpenerDirector.open                urllib.request.urlopen         AbstractHTTPHandler.do_open
   urllib3          HTTPConnectionPool.urlopen         RequestMethods.request         HTTPConnectionPool._make_request
 
+gRPC (unary-unary) the way the library path composes it: the gRPC client
+instrumentation wraps grpc.insecure_channel / secure_channel and puts its
+interceptor on the channel with the intercept_channel its module holds;
+that name, patched, puts the hooks' ClientInterceptor around the result and
+its attempt_interceptor under it. Its server instrumentation wraps
+grpc.server, which calls grpc._server.create_server: patched, it appends
+the hooks' ServerInterceptor, last, so inside the instrumentation's.
+
 The servers: Flask's instrumentation wraps each app's ``wsgi_app`` when
 the app is made, and ``Flask.__call__`` calls it: the hooks go around it
 there (the server span is current when the response starts). The ASGI and
@@ -39,9 +47,9 @@ import copy
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextvars import Token
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -85,7 +93,7 @@ def install(s: Settings) -> None:
     global _cfg, _server_hints
     _cfg = ClientConfig(hints=s.hints, max_attempts=s.max_attempts)
     _server_hints = s.server_hints
-    for hook in (_flask, _asgi, _wsgi, _django, _requests, _httpx, _urllib, _urllib3):
+    for hook in (_flask, _asgi, _wsgi, _django, _grpc_server, _requests, _httpx, _urllib, _urllib3, _grpc_client):
         try:
             hook()
         except ImportError:
@@ -119,7 +127,29 @@ class _Headers:
 
 
 # ---------------------------------------------------------------------------
-# The attempt loop
+# The attempt loop and the settling, alike for every client library
+
+
+@dataclass(frozen=True)
+class _Lib:
+    """What the hooks need of one client library; all else is the same for
+    every library."""
+
+    kind: str
+    # What the call above the instrumentation raises for an attempt that may
+    # be retried: no answer, or one the exception carries (answering).
+    failures: tuple[type[BaseException], ...]
+    # The status and the claim values of a response (or of an answering
+    # exception).
+    answer: Callable[[Any], tuple[int, list[str]]]
+    # Frees an answer that is not handed back (its connection goes back to
+    # the pool); may return an awaitable.
+    release: Callable[[Any], Any]
+    # What the function below the instrumentation raises with no answer.
+    inner_failures: tuple[type[BaseException], ...] = (Exception,)
+    # The answer of what that function returns, when it differs from answer.
+    inner_answer: Callable[[Any], tuple[int, list[str]]] | None = None
+    answering: tuple[type[BaseException], ...] = ()
 
 
 def _current(kind: str) -> Attempt | None:
@@ -130,17 +160,58 @@ def _current(kind: str) -> Attempt | None:
     return None
 
 
-def _settle_inside(kind: str, failed: bool, claims: list[str] | None) -> None:
-    """Settle the current attempt of kind where the instrumentation's span is
-    current, and annotate that span."""
-    a = _current(kind)
-    if a is None:
-        return
-    try:
-        a.settle(failed, claims)
-        a.annotate()
-    except Exception:  # the hooks never fail a call
-        pass
+class _Inside:
+    """Around the function below the instrumentation's, where its span is
+    current: settles the current attempt of the library from what came and
+    annotates that span. ``with _Inside(lib) as i: i.got = f(...)``"""
+
+    __slots__ = ("got", "lib")
+
+    def __init__(self, lib: _Lib) -> None:
+        self.lib = lib
+        self.got: Any = None
+
+    def __enter__(self) -> _Inside:
+        return self
+
+    def __exit__(self, typ: Any, exc: BaseException | None, tb: Any) -> None:
+        a = _current(self.lib.kind)
+        if a is None or (exc is not None and not isinstance(exc, self.lib.inner_failures)):
+            return
+        try:
+            if exc is not None:
+                a.settle(True, None)
+            else:
+                status, claims = (self.lib.inner_answer or self.lib.answer)(self.got)
+                a.settle(server_fault(status), claims)
+            a.annotate()
+        except Exception:  # the hooks never fail a call
+            pass
+
+
+def _settling(lib: _Lib) -> Callable[[Any], Any]:
+    """The patch of the function below the instrumentation's (sync or async)."""
+
+    def make(orig: Any) -> Any:
+        if asyncio.iscoroutinefunction(orig):
+
+            @functools.wraps(orig)
+            async def settling_async(*args: Any, **kwargs: Any) -> Any:
+                with _Inside(lib) as inside:
+                    inside.got = await orig(*args, **kwargs)
+                return inside.got
+
+            return settling_async
+
+        @functools.wraps(orig)
+        def settling(*args: Any, **kwargs: Any) -> Any:
+            with _Inside(lib) as inside:
+                inside.got = orig(*args, **kwargs)
+            return inside.got
+
+        return settling
+
+    return make
 
 
 def _policy(method: str, headers: _Headers, replayable: bool) -> bool:
@@ -151,31 +222,53 @@ def _policy(method: str, headers: _Headers, replayable: bool) -> bool:
 
 
 class _Loop:
-    """One logical call's attempts: begin() before each, after() with its
-    answer; after() tells whether to stop, having waited the backoff when
-    not."""
+    """One logical call's attempts, above the instrumentation's function:
+    ``with loop: loop.got = send(...)`` for each (the attempt in the
+    context), then done() settles it and tells whether it is the last."""
 
-    def __init__(self, kind: str, method: str, url: str, has_policy: bool) -> None:
+    def __init__(self, lib: _Lib, method: str, url: str, has_policy: bool) -> None:
         assert _cfg is not None
-        self.kind = kind
+        self.lib = lib
         self.method = method.upper()
         self.url = url
         self.lc = LogicalCall(_cfg, peer_address(url), has_policy, http=True)
         self.n = 0
         self.a = Attempt(self.lc, 0)
+        self.got: Any = None
+        self.err: BaseException | None = None
+        self._token: Token[Context] | None = None
 
-    def begin(self) -> Token[Context]:
+    def __enter__(self) -> _Loop:
         self.a = Attempt(self.lc, self.n)
-        return otel_context.attach(otel_context.set_value(_ATTEMPT_KEY, (self.kind, self.a)))
+        self.got = self.err = None
+        self._token = otel_context.attach(otel_context.set_value(_ATTEMPT_KEY, (self.lib.kind, self.a)))
+        return self
 
-    def end(self, token: Token[Context], status: int | None, claims: list[str] | None) -> bool:
-        """status None: no answer. True: done, return what came."""
-        otel_context.detach(token)
+    def __exit__(self, typ: Any, exc: BaseException | None, tb: Any) -> bool:
+        if self._token is not None:
+            otel_context.detach(self._token)
+            self._token = None
+        if isinstance(exc, self.lib.failures):
+            self.err = exc
+            return True
+        return False
+
+    def _answered(self) -> Any:
+        """The response (or the answering exception), None: no answer."""
+        if self.err is None:
+            return self.got
+        return self.err if isinstance(self.err, self.lib.answering) else None
+
+    def done(self) -> bool:
+        """True: hand back what came (result()). False: the next attempt is
+        due after release() and a.delay."""
         a, lc = self.a, self.lc
-        if status is not None:
-            a.settle(server_fault(status), claims)
-        else:
+        got = self._answered()
+        if got is None:
             a.settle(True, None)
+        else:
+            status, claims = self.lib.answer(got)
+            a.settle(server_fault(status), claims)
         if not a.failed:
             lc.end_ok()
             return True
@@ -185,6 +278,39 @@ class _Loop:
             return True
         self.n += 1
         return False
+
+    def result(self) -> Any:
+        if self.err is not None:
+            raise self.err
+        return self.got
+
+    def release(self) -> Any:
+        got = self._answered()
+        return None if got is None else self.lib.release(got)
+
+
+def _retry(loop: _Loop, send: Callable[[int], Any]) -> Any:
+    """send(n) sends attempt n through the instrumented function."""
+    while True:
+        with loop:
+            loop.got = send(loop.n)
+        if loop.done():
+            return loop.result()
+        loop.release()
+        if loop.a.delay > 0:
+            time.sleep(loop.a.delay)
+
+
+async def _retry_async(loop: _Loop, send: Callable[[int], Awaitable[Any]]) -> Any:
+    while True:
+        with loop:
+            loop.got = await send(loop.n)
+        if loop.done():
+            return loop.result()
+        released = loop.release()
+        if released is not None:
+            await released
+        await asyncio.sleep(loop.a.delay)
 
 
 def _claims(values: list[str] | None) -> list[str]:
@@ -270,14 +396,41 @@ def _django() -> None:
     _patch(BaseHandler, "load_middleware", make)
 
 
+def _grpc_server() -> None:
+    from grpc import _server
+
+    from .grpc import ServerInterceptor
+
+    def make(orig: Any) -> Any:
+        @functools.wraps(orig)
+        def create_server(thread_pool: Any, handlers: Any, interceptors: Any, *args: Any, **kwargs: Any) -> Any:
+            if _cfg is not None and not any(isinstance(i, ServerInterceptor) for i in interceptors):
+                # Last, so inside the instrumentation's interceptor, whose span is current.
+                interceptors = (*interceptors, ServerInterceptor(hints=_server_hints))
+            return orig(thread_pool, handlers, interceptors, *args, **kwargs)
+
+        return create_server
+
+    _patch(_server, "create_server", make)
+
+
 def server_hints() -> HintSource | None:
     return _server_hints
 
 
 # ---------------------------------------------------------------------------
-# requests
+# The clients: where each one's retry loop and settling go
+
 
 _REPLAYABLE = (type(None), bytes, str, dict, list, tuple)
+
+
+def _with_attempt(kwargs: dict[str, Any], headers: Any, n: int) -> dict[str, Any]:
+    """The keyword arguments of attempt n: from the second on, headers with
+    the retry attempt's."""
+    if n == 0:
+        return kwargs
+    return {**kwargs, "headers": {**dict(headers), HTTP_RETRY_ATTEMPT_HEADER: str(n)}}
 
 
 def _requests() -> None:
@@ -290,6 +443,12 @@ def _requests() -> None:
         requests.exceptions.ChunkedEncodingError,
     )
 
+    def answer(r: Any) -> tuple[int, list[str]]:
+        got = r.headers.get(HTTP_CLAIM_HEADER)
+        return r.status_code, _claims(None if got is None else [got])
+
+    lib = _Lib("requests", failures, answer, lambda r: r.close(), inner_failures=failures)
+
     def make_request(orig: Any) -> Any:
         @functools.wraps(orig)
         def request(self: Any, method: str, url: Any, *args: Any, **kwargs: Any) -> Any:
@@ -298,55 +457,14 @@ def _requests() -> None:
             headers = kwargs.get("headers") or {}
             replayable = isinstance(kwargs.get("data"), _REPLAYABLE) and kwargs.get("files") is None
             has_policy = _policy(str(method), _Headers(headers, self.headers), replayable)
-            loop = _Loop("requests", str(method), str(url), has_policy)
-            while True:
-                token = loop.begin()
-                resp = err = None
-                try:
-                    resp = orig(self, method, url, **kwargs)
-                except failures as e:
-                    err = e
-                except BaseException:
-                    otel_context.detach(token)
-                    raise
-                got = None if resp is None else resp.headers.get(HTTP_CLAIM_HEADER)
-                done = loop.end(
-                    token, None if resp is None else resp.status_code, _claims(None if got is None else [got])
-                )
-                if done:
-                    if err is not None:
-                        raise err
-                    return resp
-                if resp is not None:
-                    resp.close()
-                if loop.a.delay > 0:
-                    time.sleep(loop.a.delay)
-                kwargs["headers"] = {**dict(headers), HTTP_RETRY_ATTEMPT_HEADER: str(loop.n)}
+
+            lp = _Loop(lib, str(method), str(url), has_policy)
+            return _retry(lp, lambda n: orig(self, method, url, **_with_attempt(kwargs, headers, n)))
 
         return request
 
-    def make_send(orig: Any) -> Any:
-        @functools.wraps(orig)
-        def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
-            if _current("requests") is None:
-                return orig(self, request, *args, **kwargs)
-            try:
-                resp = orig(self, request, *args, **kwargs)
-            except failures:
-                _settle_inside("requests", True, None)
-                raise
-            got = resp.headers.get(HTTP_CLAIM_HEADER)
-            _settle_inside("requests", server_fault(resp.status_code), _claims(None if got is None else [got]))
-            return resp
-
-        return send
-
     _patch(requests.Session, "request", make_request)
-    _patch(HTTPAdapter, "send", make_send)
-
-
-# ---------------------------------------------------------------------------
-# httpx (over httpcore)
+    _patch(HTTPAdapter, "send", _settling(lib))
 
 
 def _httpx() -> None:
@@ -355,124 +473,69 @@ def _httpx() -> None:
 
     from .httpx import _Base, _core_claim_values, _retry_request
 
-    def policy(request: httpx.Request) -> bool:
-        return _policy(request.method, _Headers(request.headers), isinstance(request.stream, httpx.ByteStream))
+    lib = _Lib(
+        "httpx",
+        (httpx.TransportError,),
+        lambda r: (r.status_code, r.headers.get_list(HTTP_CLAIM_HEADER)),
+        lambda r: r.close(),
+        inner_answer=lambda r: (int(r.status), _core_claim_values(r.headers)),
+    )
+    async_lib = replace(lib, release=lambda r: r.aclose())
 
-    def ours(client: Any, request: httpx.Request) -> bool:
+    def loop(client: Any, request: httpx.Request, lib: _Lib) -> _Loop | None:
+        """The call's loop, None where the hooks leave it alone."""
         if not _enabled():
-            return False
+            return None
         try:
-            return not isinstance(client._transport_for_url(request.url), _Base)
+            if isinstance(client._transport_for_url(request.url), _Base):
+                return None  # the code-level hooks' transport
         except Exception:
-            return False
+            return None
+        replayable = isinstance(request.stream, httpx.ByteStream)
+        return _Loop(
+            lib, request.method, str(request.url), _policy(request.method, _Headers(request.headers), replayable)
+        )
 
     def make_sync(orig: Any) -> Any:
         @functools.wraps(orig)
         def _send_single_request(self: Any, request: httpx.Request) -> Any:
-            if not ours(self, request):
+            lp = loop(self, request, lib)
+            if lp is None:
                 return orig(self, request)
-            loop = _Loop("httpx", request.method, str(request.url), policy(request))
-            attempt_req = request
-            while True:
-                token = loop.begin()
-                resp: httpx.Response | None = None
-                err: httpx.TransportError | None = None
-                try:
-                    resp = orig(self, attempt_req)
-                except httpx.TransportError as e:
-                    err = e
-                except BaseException:
-                    otel_context.detach(token)
-                    raise
-                status = None if resp is None else resp.status_code
-                if loop.end(token, status, None if resp is None else resp.headers.get_list(HTTP_CLAIM_HEADER)):
-                    if err is not None:
-                        raise err
-                    return resp
-                if resp is not None:
-                    resp.close()
-                if loop.a.delay > 0:
-                    time.sleep(loop.a.delay)
-                attempt_req = _retry_request(request, loop.n)
+            return _retry(lp, lambda n: orig(self, request if n == 0 else _retry_request(request, n)))
 
         return _send_single_request
 
     def make_async(orig: Any) -> Any:
         @functools.wraps(orig)
         async def _send_single_request(self: Any, request: httpx.Request) -> Any:
-            if not ours(self, request):
+            lp = loop(self, request, async_lib)
+            if lp is None:
                 return await orig(self, request)
-            loop = _Loop("httpx", request.method, str(request.url), policy(request))
-            attempt_req = request
-            while True:
-                token = loop.begin()
-                resp: httpx.Response | None = None
-                err: httpx.TransportError | None = None
-                try:
-                    resp = await orig(self, attempt_req)
-                except httpx.TransportError as e:
-                    err = e
-                except BaseException:
-                    otel_context.detach(token)
-                    raise
-                status = None if resp is None else resp.status_code
-                if loop.end(token, status, None if resp is None else resp.headers.get_list(HTTP_CLAIM_HEADER)):
-                    if err is not None:
-                        raise err
-                    return resp
-                if resp is not None:
-                    await resp.aclose()
-                if loop.a.delay > 0:
-                    await asyncio.sleep(loop.a.delay)
-                attempt_req = _retry_request(request, loop.n)
+            return await _retry_async(lp, lambda n: orig(self, request if n == 0 else _retry_request(request, n)))
 
         return _send_single_request
 
-    def make_pool(orig: Any) -> Any:
-        @functools.wraps(orig)
-        def handle_request(self: Any, request: Any) -> Any:
-            if _current("httpx") is None:
-                return orig(self, request)
-            try:
-                resp = orig(self, request)
-            except Exception:
-                _settle_inside("httpx", True, None)
-                raise
-            _settle_inside("httpx", server_fault(int(resp.status)), _core_claim_values(resp.headers))
-            return resp
-
-        return handle_request
-
-    def make_async_pool(orig: Any) -> Any:
-        @functools.wraps(orig)
-        async def handle_async_request(self: Any, request: Any) -> Any:
-            if _current("httpx") is None:
-                return await orig(self, request)
-            try:
-                resp = await orig(self, request)
-            except Exception:
-                _settle_inside("httpx", True, None)
-                raise
-            _settle_inside("httpx", server_fault(int(resp.status)), _core_claim_values(resp.headers))
-            return resp
-
-        return handle_async_request
-
     _patch(httpx.Client, "_send_single_request", make_sync)
     _patch(httpx.AsyncClient, "_send_single_request", make_async)
-    _patch(httpcore.ConnectionPool, "handle_request", make_pool)
-    _patch(httpcore.AsyncConnectionPool, "handle_async_request", make_async_pool)
-
-
-# ---------------------------------------------------------------------------
-# urllib.request
+    _patch(httpcore.ConnectionPool, "handle_request", _settling(lib))
+    _patch(httpcore.AsyncConnectionPool, "handle_async_request", _settling(lib))
 
 
 def _urllib() -> None:
     import urllib.request
-    from urllib.error import HTTPError, URLError
+    from urllib.error import HTTPError
+
+    def answer(r: Any) -> tuple[int, list[str]]:
+        # A response, or an HTTPError (whose headers may be missing).
+        return int(r.status), _claims((r.headers.get_all(HTTP_CLAIM_HEADER) if r.headers is not None else None) or [])
+
+    # URLError is an OSError; so is HTTPError, which answers.
+    lib = _Lib("urllib", (OSError,), answer, lambda e: e.close(), answering=(HTTPError,))
 
     def attempt_request(req: urllib.request.Request, n: int) -> urllib.request.Request:
+        if n == 0:
+            return req
         r = copy.copy(req)
         r.headers = dict(req.headers)
         r.unredirected_hdrs = dict(req.unredirected_hdrs)
@@ -491,60 +554,13 @@ def _urllib() -> None:
             body = req.data
             replayable = body is None or isinstance(body, (bytes, bytearray))
             has_policy = _policy(req.get_method(), _Headers(req.headers, req.unredirected_hdrs), replayable)
-            loop = _Loop("urllib", req.get_method(), req.full_url, has_policy)
-            attempt_req = req
-            while True:
-                token = loop.begin()
-                resp: Any = None
-                err: BaseException | None = None
-                status: int | None = None
-                claims: list[str] | None = None
-                try:
-                    resp = orig(attempt_req, None, *args, **kwargs)
-                    status = int(resp.status)
-                except HTTPError as e:
-                    err, status = e, int(e.code)
-                    claims = _claims((e.headers.get_all(HTTP_CLAIM_HEADER) if e.headers is not None else None) or [])
-                except (URLError, OSError) as e:
-                    err = e
-                except BaseException:
-                    otel_context.detach(token)
-                    raise
-                if resp is not None:
-                    claims = _claims(resp.headers.get_all(HTTP_CLAIM_HEADER) or [])
-                if loop.end(token, status, claims):
-                    if err is not None:
-                        raise err
-                    return resp
-                if isinstance(err, HTTPError):
-                    err.close()
-                if loop.a.delay > 0:
-                    time.sleep(loop.a.delay)
-                attempt_req = attempt_request(req, loop.n)
+            lp = _Loop(lib, req.get_method(), req.full_url, has_policy)
+            return _retry(lp, lambda n: orig(attempt_request(req, n), None, *args, **kwargs))
 
         return urlopen
 
-    def make_do_open(orig: Any) -> Any:
-        @functools.wraps(orig)
-        def do_open(self: Any, http_class: Any, req: Any, **kwargs: Any) -> Any:
-            if _current("urllib") is None:
-                return orig(self, http_class, req, **kwargs)
-            try:
-                r = orig(self, http_class, req, **kwargs)
-            except Exception:
-                _settle_inside("urllib", True, None)
-                raise
-            _settle_inside("urllib", server_fault(int(r.status)), _claims(r.headers.get_all(HTTP_CLAIM_HEADER) or []))
-            return r
-
-        return do_open
-
     _patch(urllib.request, "urlopen", make_urlopen)
-    _patch(urllib.request.AbstractHTTPHandler, "do_open", make_do_open)
-
-
-# ---------------------------------------------------------------------------
-# urllib3
+    _patch(urllib.request.AbstractHTTPHandler, "do_open", _settling(lib))
 
 
 def _urllib3() -> None:
@@ -556,7 +572,16 @@ def _urllib3() -> None:
     except ImportError:  # urllib3 1.x
         from urllib3.request import RequestMethods  # type: ignore[no-redef,import-not-found]
 
-    failures = (urllib3.exceptions.HTTPError, OSError)
+    def release(r: Any) -> None:
+        r.drain_conn()
+        r.release_conn()
+
+    lib = _Lib(
+        "urllib3",
+        (urllib3.exceptions.HTTPError, OSError),
+        lambda r: (int(r.status), _claims(r.headers.getlist(HTTP_CLAIM_HEADER))),
+        release,
+    )
 
     def make_request(orig: Any) -> Any:
         @functools.wraps(orig)
@@ -567,50 +592,35 @@ def _urllib3() -> None:
             if isinstance(self, HTTPConnectionPool) and url.startswith("/"):
                 full = f"{self.scheme}://{self.host}:{self.port}{url}"
             headers = kwargs.get("headers")
+            base = headers if headers is not None else self.headers
             replayable = isinstance(kwargs.get("body"), (type(None), bytes, str))
-            has_policy = _policy(method, _Headers(headers if headers is not None else self.headers), replayable)
-            loop = _Loop("urllib3", method, full, has_policy)
-            while True:
-                token = loop.begin()
-                resp: Any = None
-                err: BaseException | None = None
-                try:
-                    resp = orig(self, method, url, **kwargs)
-                except failures as e:
-                    err = e
-                except BaseException:
-                    otel_context.detach(token)
-                    raise
-                status = None if resp is None else int(resp.status)
-                claims = None if resp is None else _claims(resp.headers.getlist(HTTP_CLAIM_HEADER))
-                if loop.end(token, status, claims):
-                    if err is not None:
-                        raise err
-                    return resp
-                if resp is not None:
-                    resp.drain_conn()
-                    resp.release_conn()
-                if loop.a.delay > 0:
-                    time.sleep(loop.a.delay)
-                base = headers if headers is not None else self.headers
-                kwargs["headers"] = {**dict(base), HTTP_RETRY_ATTEMPT_HEADER: str(loop.n)}
+            has_policy = _policy(method, _Headers(base), replayable)
+
+            lp = _Loop(lib, method, full, has_policy)
+            return _retry(lp, lambda n: orig(self, method, url, **_with_attempt(kwargs, base, n)))
 
         return request
 
-    def make_make_request(orig: Any) -> Any:
-        @functools.wraps(orig)
-        def _make_request(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if _current("urllib3") is None:
-                return orig(self, *args, **kwargs)
-            try:
-                r = orig(self, *args, **kwargs)
-            except Exception:
-                _settle_inside("urllib3", True, None)
-                raise
-            _settle_inside("urllib3", server_fault(int(r.status)), _claims(r.headers.getlist(HTTP_CLAIM_HEADER)))
-            return r
-
-        return _make_request
-
     _patch(RequestMethods, "request", make_request)
-    _patch(HTTPConnectionPool, "_make_request", make_make_request)
+    _patch(HTTPConnectionPool, "_make_request", _settling(lib))
+
+
+def _grpc_client() -> None:
+    import grpc
+    from opentelemetry.instrumentation import grpc as otel_grpc
+
+    from .grpc import ClientInterceptor
+
+    def make(orig: Any) -> Any:
+        @functools.wraps(orig)
+        def intercept_channel(channel: Any, *interceptors: Any) -> Any:
+            if _cfg is None:
+                return orig(channel, *interceptors)
+            target = getattr(channel, "_target", b"")
+            hooks = ClientInterceptor._sharing(target.decode() if isinstance(target, bytes) else str(target), _cfg)
+            inner = grpc.intercept_channel(channel, hooks.attempt_interceptor)
+            return grpc.intercept_channel(orig(inner, *interceptors), hooks)
+
+        return intercept_channel
+
+    _patch(otel_grpc, "intercept_channel", make)

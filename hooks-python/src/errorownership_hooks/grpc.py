@@ -150,6 +150,14 @@ class ClientInterceptor(grpc.UnaryUnaryClientInterceptor):
         self._faults = frozenset(fault_codes)
         self.attempt_interceptor: grpc.UnaryUnaryClientInterceptor = _AttemptInterceptor(self._faults)
 
+    @classmethod
+    def _sharing(cls, target: str, cfg: ClientConfig) -> ClientInterceptor:
+        """The instrumentor's (_autohooks): settings and budgets shared with
+        every client it hooks."""
+        hooks = cls(target)
+        hooks._cfg = cfg
+        return hooks
+
     def intercept_unary_unary(self, continuation: Any, client_call_details: Any, request: Any) -> Any:
         method = str(client_call_details.method)
         try:

@@ -21,7 +21,8 @@ What it hooks, and where (the contrib instrumentations' own spans stay the
 only spans; see _autohooks for why the order the instrumentors are loaded
 in does not matter): Flask apps, every app under the ASGI or WSGI
 instrumentation's middleware (Starlette, FastAPI), Django's middleware
-chain; requests, httpx (sync and async), urllib.request and urllib3.
+chain; requests, httpx (sync and async), urllib.request and urllib3;
+grpcio servers and channels (unary-unary).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import math
 import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
@@ -62,43 +63,30 @@ class EnvConfig:
     max_attempts: int
 
 
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
+_T = TypeVar("_T", int, float)
+
+
+def _number(env: Mapping[str, str], name: str, default: _T, want: str, example: str) -> _T:
+    """name's value, or default (and a warning saying what is wanted) where
+    it is not a number of the default's type that is finite and at least
+    the default's minimum (1 attempt, 0 else)."""
     raw = env.get(name, "").strip()
     if raw == "":
         return default
     try:
-        v = float(raw)
+        v = type(default)(raw)
     except ValueError:
-        v = math.nan
-    if not math.isfinite(v) or v < 0:
+        v = type(default)(-1)
+    if not math.isfinite(v) or v < (1 if isinstance(default, int) else 0):
         _logger.warning(
-            "errorownership: %s=%r is not a number of 0 or more; using the default %s. Set it to such as %s, or unset it.",
+            "errorownership: %s=%r is not %s; using the default %s. Set it to such as %s, or unset it.",
             name,
             raw,
+            want,
             default,
-            default,
+            example,
         )
         return default
-    return v
-
-
-def _attempts(env: Mapping[str, str]) -> int:
-    raw = env.get(ENV_MAX_ATTEMPTS, "").strip()
-    if raw == "":
-        return DEFAULT_MAX_ATTEMPTS
-    try:
-        v = int(raw)
-    except ValueError:
-        v = 0
-    if v < 1:
-        _logger.warning(
-            "errorownership: %s=%r is not a whole number of 1 or more (attempts per call, the first included); "
-            "using the default %d. Set it to such as 3 (1 retries nothing), or unset it.",
-            ENV_MAX_ATTEMPTS,
-            raw,
-            DEFAULT_MAX_ATTEMPTS,
-        )
-        return DEFAULT_MAX_ATTEMPTS
     return v
 
 
@@ -128,10 +116,22 @@ def config_from_env(env: Mapping[str, str] | None = None) -> EnvConfig:
         hints_endpoint=endpoint,
         service=service,
         limits=Limits(
-            _float(e, ENV_RETRY_RATIO, d.ratio),
-            _float(e, ENV_MIN_RETRIES_PER_SECOND, d.min_retries_per_second),
+            _number(e, ENV_RETRY_RATIO, d.ratio, "a number of 0 or more", str(d.ratio)),
+            _number(
+                e,
+                ENV_MIN_RETRIES_PER_SECOND,
+                d.min_retries_per_second,
+                "a number of 0 or more",
+                str(d.min_retries_per_second),
+            ),
         ),
-        max_attempts=_attempts(e),
+        max_attempts=_number(
+            e,
+            ENV_MAX_ATTEMPTS,
+            DEFAULT_MAX_ATTEMPTS,
+            "a whole number of 1 or more (attempts per call, the first included)",
+            "3 (1 retries nothing)",
+        ),
     )
 
 

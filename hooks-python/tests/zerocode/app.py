@@ -7,9 +7,14 @@ the instrumentor does. The first line it prints is ``READY <port>``.
 
     app.py flask       a Flask app (werkzeug, threaded)
     app.py starlette   a Starlette app (uvicorn)
-    app.py bench N     no server: N requests through Flask's test client,
-                       each making one requests call to a local callee;
-                       prints ``BENCH <µs per request>``
+    app.py django      a Django project (DJANGO_SETTINGS_MODULE=djsettings)
+                       under werkzeug, threaded
+    app.py grpc        a grpcio server (generic handlers with bytes), and
+                       the HTTP paths /_spans and /_ready (grpc_port: its
+                       port) on a server no instrumentation traces
+    app.py bench URL   the overhead benchmark's Flask service: GET /call
+                       calls URL once through requests, GET /fail answers 500
+    app.py callee      the benchmark's callee (run without instrumentation)
 
 The servers answer:
     GET /checkout   makes the calls the X-Plan header lists ({"client":
@@ -32,7 +37,6 @@ import contextlib
 import json
 import sys
 import threading
-import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -42,6 +46,7 @@ import httpx
 import requests
 import urllib3
 from attrspy import AttributeSpy
+from grpcanswer import answer
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -193,6 +198,96 @@ def serve_starlette() -> None:
     uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off")).run(sockets=[sock])
 
 
+def serve_grpc() -> None:
+    """/test.Svc/checkout makes a call to each address its x-plan metadata
+    lists ({"calls": [address], "code": name, "set_claim": value}), then
+    answers code, with the error-claim trailer set to set_claim first;
+    /test.Svc/client makes one call to the address it is sent and answers
+    the code's name. Each call is /test.Svc/Call on a channel per address."""
+    from concurrent import futures
+
+    import grpc
+
+    capture()
+    channels: dict[str, grpc.Channel] = {}
+    lock = threading.Lock()
+
+    def call_once(address: str) -> str:
+        with lock:
+            ch = channels.get(address) or channels.setdefault(address, grpc.insecure_channel(address))
+        try:
+            ch.unary_unary("/test.Svc/Call")(b"x", timeout=10)
+        except grpc.RpcError as e:
+            return str(e.code().name)
+        return "OK"
+
+    def checkout(request: bytes, context: grpc.ServicerContext) -> bytes:
+        plan = json.loads(dict(context.invocation_metadata())["x-plan"])
+        for address in plan.get("calls", []):
+            call_once(address)
+        return answer(context, plan["code"], plan.get("set_claim"), "the plan's answer")
+
+    def client(request: bytes, context: grpc.ServicerContext) -> bytes:
+        return call_once(request.decode()).encode()
+
+    methods = {"checkout": checkout, "client": client}
+    handler = grpc.method_handlers_generic_handler(
+        "test.Svc", {k: grpc.unary_unary_rpc_method_handler(f) for k, f in methods.items()}
+    )
+    server = grpc.server(futures.ThreadPoolExecutor(8))
+    server.add_generic_rpc_handlers((handler,))
+    grpc_port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+
+    class Control(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            body = json.dumps(spans() if self.path == "/_spans" else {**ready(), "grpc_port": grpc_port}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    control = ThreadingHTTPServer(("127.0.0.1", 0), Control)
+    print(f"READY {control.server_address[1]}", flush=True)
+    control.serve_forever()
+
+
+# Django's URLs (djsettings: ROOT_URLCONF), filled by serve_django.
+urlpatterns: list[Any] = []
+
+
+def serve_django() -> None:
+    from django.core.wsgi import get_wsgi_application
+    from django.http import HttpRequest, HttpResponse, JsonResponse
+    from django.urls import path
+    from werkzeug.serving import make_server
+
+    capture()
+
+    def checkout(request: HttpRequest) -> HttpResponse:
+        plan = json.loads(request.headers["X-Plan"])
+        plan_calls(plan)
+        r = HttpResponse("done", status=plan["status"])
+        if plan.get("set_claim"):
+            # Django keeps one value a header: several relayed claims are joined.
+            r["Error-Claim"] = ", ".join(plan["set_claim"])
+        return r
+
+    def _spans(request: HttpRequest) -> HttpResponse:
+        return HttpResponse(json.dumps(spans()), content_type="application/json")
+
+    def _ready(request: HttpRequest) -> HttpResponse:
+        return JsonResponse(ready())
+
+    urlpatterns[:] = [path("checkout", checkout), path("_spans", _spans), path("_ready", _ready)]
+    server = make_server("127.0.0.1", 0, get_wsgi_application(), threaded=True)
+    print(f"READY {server.server_port}", flush=True)
+    server.serve_forever()
+
+
 class _Callee(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # Headers and body go in two writes: without this, the second waits on
@@ -209,37 +304,42 @@ class _Callee(BaseHTTPRequestHandler):
         self.wfile.write(b"ok")
 
 
-def bench(n: int) -> None:
-    """µs per request: a Flask request that makes one requests call, and a
-    Flask request that fails on its own (a claim is decided)."""
-    from flask import Flask
-
+def serve_callee() -> None:
+    """The benchmark's callee, shared by its two services: not instrumented."""
     callee = ThreadingHTTPServer(("127.0.0.1", 0), _Callee)
     callee.daemon_threads = True
-    threading.Thread(target=callee.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{callee.server_address[1]}/dep"
+    print(f"READY {callee.server_address[1]}", flush=True)
+    callee.serve_forever()
+
+
+def serve_bench(callee_url: str) -> None:
+    """The benchmark's service: GET /call makes one requests call to the
+    callee and answers 200; GET /fail answers 500 (a claim is decided).
+    Nothing captures its spans (the SDK makes them, no exporter)."""
+    import logging
+
+    from flask import Flask
+    from werkzeug.serving import WSGIRequestHandler, make_server
+
+    class Handler(WSGIRequestHandler):
+        disable_nagle_algorithm = True  # as _Callee: no delayed ACK measured
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     app = Flask(__name__)
     session = requests.Session()
 
     @app.get("/call")
     def call_route() -> Any:
-        session.get(url, timeout=10).close()
+        session.get(callee_url, timeout=10).close()
         return "done"
 
     @app.get("/fail")
     def fail_route() -> Any:
         return "failed", 500
 
-    print("READY 0", flush=True)
-    client = app.test_client()
-    for path in ("/call", "/fail"):
-        for _ in range(n // 10):  # warm up
-            client.get(path)
-        t0 = time.perf_counter()
-        for _ in range(n):
-            client.get(path)
-        print(f"BENCH {path} {(time.perf_counter() - t0) / n * 1e6:.1f}", flush=True)
-    callee.shutdown()
+    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=Handler)
+    print(f"READY {server.server_port}", flush=True)
+    server.serve_forever()
 
 
 if __name__ == "__main__":
@@ -248,7 +348,13 @@ if __name__ == "__main__":
         serve_flask()
     elif mode == "starlette":
         serve_starlette()
+    elif mode == "django":
+        serve_django()
+    elif mode == "grpc":
+        serve_grpc()
+    elif mode == "callee":
+        serve_callee()
     elif mode == "bench":
-        bench(int(sys.argv[2]))
+        serve_bench(sys.argv[2])
     else:
         raise SystemExit(f"unknown mode {mode!r}")
