@@ -271,9 +271,9 @@ generate-metadata:
 	GOWORK=off $(GO) -C internal/tools build -o $(CURDIR)/$(MDATAGEN) go.opentelemetry.io/collector/cmd/mdatagen
 	@for y in $(METADATA_YAML); do echo "mdatagen $$y"; $(MDATAGEN) $$y || exit 1; done
 
-## dashboards: regenerate the Grafana dashboards' JSON in dashboards/json from dashboards/*.go
+## dashboards: regenerate the Grafana dashboards' JSON in dashboards/json and the Prometheus rules in dashboards/rules from dashboards/*.go
 dashboards:
-	$(GO) run ./dashboards/cmd/gendashboards -out dashboards/json
+	$(GO) run ./dashboards/cmd/gendashboards -out dashboards/json -rules dashboards/rules
 
 PLUGIN_DIR := dashboards/plugin
 

@@ -154,8 +154,10 @@ func TestProvisioningFitsTheComposeFile(t *testing.T) {
 			t.Errorf("the simulator (%s) and the collector's configuration disagree on port %s", sim, port)
 		}
 	}
-	// Prometheus scrapes the collector's prometheus exporter.
+	// Prometheus scrapes the collector's prometheus exporter and its own
+	// telemetry, and loads the rules the compose file mounts.
 	var prom struct {
+		RuleFiles     []string `yaml:"rule_files"`
 		ScrapeConfigs []struct {
 			StaticConfigs []struct {
 				Targets []string `yaml:"targets"`
@@ -163,9 +165,20 @@ func TestProvisioningFitsTheComposeFile(t *testing.T) {
 		} `yaml:"scrape_configs"`
 	}
 	readYAML(t, "compose/prometheus.yml", &prom)
-	if len(prom.ScrapeConfigs) != 1 || len(prom.ScrapeConfigs[0].StaticConfigs) != 1 ||
-		!slices.Equal(prom.ScrapeConfigs[0].StaticConfigs[0].Targets, []string{"collector:9464"}) ||
-		!strings.Contains(string(collector), "0.0.0.0:9464") {
-		t.Errorf("Prometheus scrapes %+v; the collector's prometheus exporter listens on 9464", prom.ScrapeConfigs)
+	var targets []string
+	for _, sc := range prom.ScrapeConfigs {
+		for _, st := range sc.StaticConfigs {
+			targets = append(targets, st.Targets...)
+		}
+	}
+	if !slices.Equal(targets, []string{"collector:9464", "collector:8888"}) ||
+		!strings.Contains(string(collector), "0.0.0.0:9464") || !strings.Contains(string(collector), "METRICS_PORT:-8888") {
+		t.Errorf("Prometheus scrapes %v; the collector's prometheus exporter listens on 9464, its telemetry on 8888", targets)
+	}
+	const mount = "./rules:/etc/prometheus/rules:ro"
+	if !slices.Contains(compose.Services["prometheus"].Volumes, mount) ||
+		!slices.Equal(prom.RuleFiles, []string{"/etc/prometheus/rules/" + RulesFile}) {
+		t.Errorf("Prometheus loads rules %v with volumes %v: want %s mounted and its %s loaded",
+			prom.RuleFiles, compose.Services["prometheus"].Volumes, mount, RulesFile)
 	}
 }
