@@ -57,7 +57,10 @@ const (
 // runs as Grafana would run it: the depth table gives 1, 2, 4, 8, 8, 8, 8
 // and 1.00 above, 1.10 below the failing service, the store's figures; the
 // coincidental counts are the store's; the exemplars are the store's
-// audited traces.
+// audited traces. Prometheus evaluates the committed rules
+// (dashboards/rules) on a shorter clock: the storm alerts fire for the
+// chain under one retry at every hop, for every service serving 1.5 or more
+// requests per root request, and for no other root operation.
 func TestPrometheusDashboards(t *testing.T) {
 	pgtest.RequireBinaries(t)
 	promBin := prometheusBinary(t)
@@ -109,7 +112,7 @@ func TestPrometheusDashboards(t *testing.T) {
 			t.Logf("collector log (end):\n%s", tail(col.Log(), 16<<10))
 		}
 	})
-	prom := startPrometheus(t, promBin, map[string]string{jobBeside: promBeside, jobAlone: promAlone})
+	prom := startPrometheus(t, promBin, map[string]string{jobBeside: promBeside, jobAlone: promAlone}, shortRules(t))
 
 	begin := time.Now()
 	runs := runSimulator(t, ctx, "http://"+httpAddr+"/v1/traces", "http://"+hintsAddr)
@@ -193,6 +196,46 @@ func TestPrometheusDashboards(t *testing.T) {
 		storeServed[op][svc] = v
 	}
 	require.NoError(t, rows.Err())
+
+	// The alerts, as the committed rules state them on a shorter clock:
+	// the storm of retry every hop fires them, for every service the store
+	// says served 1.5 or more requests per root request and for both
+	// connectors; ownership's chain and the checkout runs leave them
+	// silent.
+	since := fmt.Sprintf("[%ds]", int(time.Since(begin).Seconds())+60)
+	firing := func(alert string) map[string][]string {
+		out := map[string][]string{}
+		for _, s := range prom.query(t, `max_over_time(ALERTS{alertstate="firing", alertname="`+alert+`"}`+since+`)`, time.Now()) {
+			op := s.Metric["errorownership_root_operation"]
+			out[op] = append(out[op], s.Metric["job"]+" "+s.Metric["service_name"])
+		}
+		for _, v := range out {
+			slices.Sort(v)
+		}
+		return out
+	}
+	var stormed []string
+	for _, job := range []string{jobBeside, jobAlone} {
+		for svc, v := range storeServed[retryOp] {
+			if v >= 1.5 {
+				stormed = append(stormed, job+" "+svc)
+			}
+		}
+	}
+	slices.Sort(stormed)
+	for _, c := range []struct {
+		alert string
+		want  []string
+	}{
+		{"ErrorOwnershipRetryAmplification", stormed},
+		{"ErrorOwnershipStormRadius", []string{jobBeside + " ", jobAlone + " "}},
+	} {
+		got := firing(c.alert)
+		t.Logf("%s fired for %v", c.alert, got)
+		want := slices.Clone(c.want)
+		slices.Sort(want)
+		assert.Equal(t, map[string][]string{retryOp: want}, got, "%s: firing by root operation", c.alert)
+	}
 
 	depthTable := "Retry amplification (Prometheus) / Requests served per root request, by depth A"
 	for _, tc := range []struct {
@@ -319,11 +362,18 @@ type promServer struct {
 // startPrometheus starts prometheus with a configuration of its own, which
 // scrapes each job's target every 500ms, storage in a temporary directory
 // and exemplar storage on; it is stopped when the test ends.
-func startPrometheus(t *testing.T, bin string, jobs map[string]string) *promServer {
+func startPrometheus(t *testing.T, bin string, jobs map[string]string, ruleFiles ...string) *promServer {
 	t.Helper()
 	dir := t.TempDir()
 	var cfg strings.Builder
-	cfg.WriteString("global:\n  scrape_interval: 500ms\n  scrape_timeout: 400ms\nscrape_configs:\n")
+	cfg.WriteString("global:\n  scrape_interval: 500ms\n  scrape_timeout: 400ms\n  evaluation_interval: 500ms\n")
+	if len(ruleFiles) > 0 {
+		cfg.WriteString("rule_files:\n")
+		for _, f := range ruleFiles {
+			fmt.Fprintf(&cfg, "  - %q\n", f)
+		}
+	}
+	cfg.WriteString("scrape_configs:\n")
 	for job, target := range jobs {
 		fmt.Fprintf(&cfg, "  - job_name: %s\n    static_configs:\n      - targets: [%q]\n", job, target)
 	}
@@ -363,6 +413,23 @@ func startPrometheus(t *testing.T, bin string, jobs map[string]string) *promServ
 		return resp.StatusCode == http.StatusOK
 	}, 30*time.Second, 100*time.Millisecond, "prometheus never got ready: %s", log.String())
 	return p
+}
+
+// shortRules writes the committed rules (dashboards/rules) on the test's
+// clock: rates over 10 s rather than 5 m and alerts firing after 2 s of
+// their condition, not 5 or 30 m; thresholds and expressions as they are.
+func shortRules(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "dashboards", "rules", "errorownership.rules.yaml"))
+	require.NoError(t, err)
+	rules := string(b)
+	for _, r := range [][2]string{{"[5m]", "[10s]"}, {"for: 5m", "for: 2s"}, {"for: 30m", "for: 2s"}} {
+		require.Contains(t, rules, r[0], "the rules' durations changed: update shortRules")
+		rules = strings.ReplaceAll(rules, r[0], r[1])
+	}
+	f := filepath.Join(t.TempDir(), "errorownership.rules.yaml")
+	require.NoError(t, os.WriteFile(f, []byte(rules), 0o600)) //nolint:gosec // G703: the test's own temporary directory
+	return f
 }
 
 // promSample is one series of a vector, or of a matrix with its values.
