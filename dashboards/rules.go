@@ -43,6 +43,7 @@ const (
 	telStoreFlushes     = "otelcol_processor_errorownership_store_flushes"
 	telStoreRowsDropped = "otelcol_processor_errorownership_store_rows_dropped"
 	telExportsFailed    = "otelcol_connector_errorownership_exports_failed"
+	telHintsModelAge    = "otelcol_extension_errorownership_hints_model_age"
 )
 
 // promRetriesAfterUnclaimed is the connector's count of retries sent after
@@ -74,6 +75,9 @@ type Thresholds struct {
 	// CoincidentalShare: the share of a service's requests that failed on
 	// their own while a dependency they tolerate failed too.
 	CoincidentalShare float64
+	// HintsModelAge: seconds since the hints extension last read the edge
+	// model from the store, above which the hints it serves are stale.
+	HintsModelAge float64
 }
 
 // RulesConfig sets the rules' thresholds and durations.
@@ -99,6 +103,7 @@ func DefaultRulesConfig() RulesConfig {
 			ClaimAccuracy:           0.9,
 			LabelledFailedPerSecond: 0.05,
 			CoincidentalShare:       0.01,
+			HintsModelAge:           300,
 		},
 		Window: 5 * time.Minute,
 		For:    5 * time.Minute,
@@ -146,6 +151,7 @@ const (
 	thresholdAccuracy     = "claim_accuracy"
 	thresholdLabelled     = "labelled_failed_per_second"
 	thresholdCoincidental = "coincidental_share"
+	thresholdHintsAge     = "hints_model_age_seconds"
 )
 
 // Rules returns the rules of cfg as a Prometheus rule file.
@@ -164,6 +170,7 @@ func Rules(cfg RulesConfig) ([]byte, error) {
 		{Record: recThreshold, Expr: num(t.ClaimAccuracy), Labels: map[string]string{"threshold": thresholdAccuracy}},
 		{Record: recThreshold, Expr: num(t.LabelledFailedPerSecond), Labels: map[string]string{"threshold": thresholdLabelled}},
 		{Record: recThreshold, Expr: num(t.CoincidentalShare), Labels: map[string]string{"threshold": thresholdCoincidental}},
+		{Record: recThreshold, Expr: num(t.HintsModelAge), Labels: map[string]string{"threshold": thresholdHintsAge}},
 	}
 	sumRate := func(by, selector string) string {
 		return fmt.Sprintf("sum by (%s) (rate(%s[%s]))", by, selector, w)
@@ -217,6 +224,10 @@ func Rules(cfg RulesConfig) ([]byte, error) {
 				telStoreFlushes, w, telStoreRowsDropped, w),
 			"The errorownership processor on {{ $labels.instance }} loses statistics the store refuses",
 			"Flushes to the store are dropped or rejected: the store's figures, the dashboards on it and the hints read from it miss what they carried."),
+		alert("ErrorOwnershipHintsStale", "warning", cfg.For,
+			fmt.Sprintf("max by (job, instance) (%s) > %s", telHintsModelAge, threshold(thresholdHintsAge)),
+			"The ownership hints on {{ $labels.instance }} are {{ $value | humanizeDuration }} old",
+			"The hints extension has not read the edge model from the store for {{ $value | humanizeDuration }}: the hooks that ask it get an old model, and new edges stay unknown to them."),
 		alert("ErrorOwnershipConnectorExportsFailing", "warning", cfg.For,
 			fmt.Sprintf(`sum by (job, instance, connector) (rate(%s[%s])) > 0`, telExportsFailed, w),
 			"The errorownership connector {{ $labels.connector }} on {{ $labels.instance }} loses metrics",

@@ -117,6 +117,20 @@ func TestHealthShowsTheStore(t *testing.T) {
 	for _, part := range []string{"writing statistics to the store", "reading the edge model from the store"} {
 		require.Contains(t, body, part, "the processor's failing part is named")
 	}
+	// The hints go stale while no read succeeds: their model's age grows
+	// from the start (the rules' ErrorOwnershipHintsStale pages on it).
+	const modelAge = "otelcol_extension_errorownership_hints_model_age"
+	age := func() float64 {
+		v, err := c.Metric(modelAge)
+		if err != nil {
+			return -1
+		}
+		return v
+	}
+	stale := age()
+	require.GreaterOrEqual(t, stale, 0.0, "the collector reports no %s", modelAge)
+	require.Eventually(t, func() bool { return age() > stale+1 }, 10*time.Second, 200*time.Millisecond,
+		"the hints' model age does not grow while the store refuses the password")
 
 	// The operator fixes the role's password; the collector keeps running.
 	conn, err := pgx.Connect(ctx, cluster.DSN())
@@ -130,6 +144,10 @@ func TestHealthShowsTheStore(t *testing.T) {
 		return code == http.StatusOK && !strings.Contains(body, "password authentication failed")
 	}, time.Minute, 200*time.Millisecond, "the health check never recovered; last %d %s", code, hideSecrets(body))
 	t.Logf("OK again %v after ALTER ROLE, without a restart", time.Since(fixed).Round(time.Millisecond))
+	// model_refresh is 1s: once reads succeed the model is at most about a
+	// second old, however long they failed.
+	require.Eventually(t, func() bool { a := age(); return a > 0 && a < 3 }, 10*time.Second, 200*time.Millisecond,
+		"the hints' model age stays high once the store is read again")
 	require.True(t, c.Running(), "the collector restarted")
 }
 

@@ -6,12 +6,15 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/extension/extensioncapabilities"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/errorownership/errorownership/extension/errorownershiphintsextension/internal/metadata"
 	"github.com/errorownership/errorownership/internal/edges"
 	"github.com/errorownership/errorownership/internal/hintsserver"
 	"github.com/errorownership/errorownership/internal/status"
@@ -29,9 +32,10 @@ type hintsExtension struct {
 	set    extension.Settings
 	logger *zap.Logger
 
-	server *hintsserver.Server
-	model  *edges.Store // with a store
-	status *status.Reporter
+	server    *hintsserver.Server
+	model     *edges.Store // with a store
+	status    *status.Reporter
+	telemetry *metadata.TelemetryBuilder
 
 	mu    sync.Mutex
 	owner component.ID // the processor whose model is served
@@ -70,6 +74,9 @@ func (e *hintsExtension) Start(ctx context.Context, host component.Host) error {
 		}
 		e.model = ext.Model(nil, nil)
 		e.model.OnRead(func(err error) { e.status.Set("reading the edge model from the store", err) })
+		if err := e.startTelemetry(); err != nil {
+			return err
+		}
 		e.model.Start()
 		e.logger.Info("Serving ownership hints from the edge model merged in the store", zap.Stringer("store", ext.Store()))
 	}
@@ -79,6 +86,26 @@ func (e *hintsExtension) Start(ctx context.Context, host component.Host) error {
 		return err
 	}
 	return nil
+}
+
+// startTelemetry reports the age of the model read from the store, which
+// stops growing only while reads succeed: an alert on it tells that the
+// hints went stale, as no request to them would.
+func (e *hintsExtension) startTelemetry() error {
+	tb, err := metadata.NewTelemetryBuilder(e.set.TelemetrySettings)
+	if err != nil {
+		return err
+	}
+	e.telemetry = tb
+	started := time.Now()
+	return tb.RegisterExtensionErrorownershipHintsModelAgeCallback(func(_ context.Context, o metric.Float64Observer) error {
+		at := e.model.ReadAt()
+		if at.IsZero() {
+			at = started
+		}
+		o.Observe(time.Since(at).Seconds())
+		return nil
+	})
 }
 
 // Shutdown stops listening, waiting for the requests in flight at most
@@ -96,6 +123,9 @@ func (e *hintsExtension) Shutdown(ctx context.Context) error {
 		cancel()
 	}
 	e.stopModel()
+	if e.telemetry != nil {
+		e.telemetry.Shutdown()
+	}
 	return err
 }
 

@@ -15,8 +15,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/extension/extensiontest"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/errorownership/errorownership/extension/errorownershiphintsextension/internal/metadatatest"
 	"github.com/errorownership/errorownership/extension/errorownershipstoreextension"
 	"github.com/errorownership/errorownership/internal/edges"
 	"github.com/errorownership/errorownership/internal/hintsserver"
@@ -27,6 +30,12 @@ import (
 // start runs the extension on a free loopback port and returns it and the
 // endpoint's base URL.
 func start(t *testing.T, mutate func(*Config), exts ...extensionHost) (*hintsExtension, string) {
+	t.Helper()
+	return startWith(t, extensiontest.NewNopSettings(NewFactory().Type()), mutate, exts...)
+}
+
+// startWith is start with the extension's settings (its telemetry).
+func startWith(t *testing.T, set extension.Settings, mutate func(*Config), exts ...extensionHost) (*hintsExtension, string) {
 	t.Helper()
 	// Reserved until the test ends: the extension binds the endpoint it is
 	// configured with, and another test process must not bind it first.
@@ -40,7 +49,6 @@ func start(t *testing.T, mutate func(*Config), exts ...extensionHost) (*hintsExt
 		mutate(cfg)
 	}
 	require.NoError(t, cfg.Validate())
-	set := extensiontest.NewNopSettings(NewFactory().Type())
 	set.ID = component.NewID(NewFactory().Type())
 	ext, err := NewFactory().Create(context.Background(), set, cfg)
 	require.NoError(t, err)
@@ -129,6 +137,38 @@ func TestWithAStoreServesNoProcessorsModel(t *testing.T) {
 	assert.Equal(t, []component.ID{id}, ext.Dependencies(), "the collector starts the store first")
 	_, err := ext.ServeModelOf(component.MustNewID("errorownership"), &fixedModel{})
 	require.EqualError(t, err, "hints_extension: errorownership_hints serves the edge model merged in its store; remove hints_extension from errorownership, or store from errorownership_hints")
+}
+
+// TestModelAge: with a store, the model's age is reported, and grows while
+// no read succeeds (here: a database that is not there); without one, the
+// processor's model is current and no age is reported.
+func TestModelAge(t *testing.T) {
+	age := func(tt *componenttest.Telemetry) (float64, bool) {
+		m, err := tt.GetMetric("otelcol_extension_errorownership_hints_model_age")
+		if err != nil {
+			return 0, false
+		}
+		dps := m.Data.(metricdata.Gauge[float64]).DataPoints
+		require.Len(t, dps, 1)
+		return dps[0].Value, true
+	}
+	t.Run("store not there", func(t *testing.T) {
+		tt := componenttest.NewTelemetry()
+		t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
+		id := component.MustNewID("errorownership_store")
+		startWith(t, metadatatest.NewSettings(tt), func(c *Config) { c.Store = errorownershipstoreextension.NewRef(id) }, startStore(t, id))
+		first, ok := age(tt)
+		require.True(t, ok, "no model age with a store")
+		require.Eventually(t, func() bool { now, _ := age(tt); return now >= first+0.05 }, 10*time.Second, 10*time.Millisecond,
+			"the age of a model never read does not grow")
+	})
+	t.Run("the processor's model", func(t *testing.T) {
+		tt := componenttest.NewTelemetry()
+		t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
+		startWith(t, metadatatest.NewSettings(tt), nil)
+		_, ok := age(tt)
+		assert.False(t, ok, "a model age without a store")
+	})
 }
 
 // TestStoreNotThere: a store key naming no store extension, or another

@@ -325,6 +325,14 @@ func (m *Store) Shutdown() {
 	}
 }
 
+// ReadAt returns when the model served was read, zero before a first read.
+func (m *Store) ReadAt() time.Time {
+	if v := m.current.Load(); v != nil {
+		return v.At
+	}
+	return time.Time{}
+}
+
 // Read loads the merged model and publishes it for the verdicts and the
 // hints, and reports whether it could.
 func (m *Store) Read(ctx context.Context) bool { return m.read(ctx) == nil }
