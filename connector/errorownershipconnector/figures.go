@@ -129,6 +129,7 @@ func (a *accumulator) Flushed(b *figures.Bucket) {
 			add(mCallsMade, est.Calls, svc, opn, peer, peerOp, method)
 			add(mCallsFailed, est.FailedCalls, svc, opn, peer, peerOp, method)
 			add(mCallsRetries, est.Retries, svc, opn, peer, peerOp, method)
+			add(mCallsRetriesAfterUnclaimed, est.RetriesAfterUnclaimed, svc, opn, peer, peerOp, method)
 			for _, d := range decisions {
 				add(mCallsSuppressed, est.Decisions[d], svc, opn, peer, peerOp, d.String(), method)
 			}

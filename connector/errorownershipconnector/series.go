@@ -60,6 +60,7 @@ const (
 	mCallsMade
 	mCallsFailed
 	mCallsRetries
+	mCallsRetriesAfterUnclaimed
 	mCallsSuppressed
 	mRootRequests
 	mRootServed
@@ -96,6 +97,8 @@ var metricDefs = [numMetrics]metricDef{
 		description: "Logical calls whose last attempt failed, by edge."},
 	mCallsRetries: {name: "errorownership.calls.retries", unit: "{retry}", attrs: edgeAttrs, depth: -1, method: 4,
 		description: "Retries sent, attempts after a call's first, by edge."},
+	mCallsRetriesAfterUnclaimed: {name: "errorownership.calls.retries_after_unclaimed", unit: "{retry}", attrs: edgeAttrs, depth: -1, method: 4,
+		description: "Retries sent after an attempt whose callee unclaimed its error, by edge: the retries error ownership should have suppressed (a caller without the hooks, or one ignoring the claim)."},
 	mCallsSuppressed: {name: "errorownership.calls.retries_suppressed", unit: "{retry}", depth: -1, method: 5,
 		attrs:       []string{AttrServiceName, AttrOperation, AttrPeerService, AttrPeerOperation, AttrRetryDecision, AttrSamplingMethod},
 		description: "Failed attempts not retried, by edge and the hooks' error_ownership.retry.decision: suppressed_unclaimed and suppressed_budget (retries the hooks suppressed), no_policy and exhausted."},
