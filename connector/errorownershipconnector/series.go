@@ -155,7 +155,21 @@ type series struct {
 	// cumulative sum, the last point's time for a delta.
 	start   pcommon.Timestamp
 	updated time.Time
-	ex      []exemplar
+	// ex are the exemplars of the series' points, the oldest first. A
+	// cumulative series keeps them on every point until newer ones
+	// replace them: an exporter such as prometheus keeps only a series'
+	// latest point, and a scrape after the one point that carried them
+	// would find none. A delta point carries those of the figures it
+	// adds up, and the first point (0) of a new series passes them on.
+	ex []exemplar
+}
+
+// keep adds the exemplars ex, the latest last, keeping the latest max.
+func (s *series) keep(ex []exemplar, limit int) {
+	s.ex = append(s.ex, ex...)
+	if over := len(s.ex) - limit; over > 0 {
+		s.ex = append(s.ex[:0], s.ex[over:]...)
+	}
 }
 
 // bounds are the cardinality bounds and what passed them, by bound.
@@ -343,9 +357,11 @@ func (t *table) emit(ms pmetric.MetricSlice, temporality pmetric.AggregationTemp
 			x.SetTimestamp(e.time)
 			x.SetDoubleValue(e.weight)
 		}
-		s.ex = s.ex[:0]
 		s.fresh = false
 		if delta {
+			if v != 0 {
+				s.ex = s.ex[:0]
+			}
 			s.start = now
 		}
 	})
