@@ -5,6 +5,7 @@ package errorownershipconnector // import "github.com/errorownership/errorowners
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -37,6 +38,8 @@ type ownershipConnector struct {
 	// hands its figures only to the connector; nil beside a processor.
 	analysis    processor.Traces
 	unsubscribe []func()
+	// hubs are the processor's analyses the connector subscribed to.
+	hubs []*figures.Hub
 
 	// The telemetry's attributes: the connector's ID on each, as
 	// processorhelper gives a processor's, so that two connectors' figures
@@ -121,6 +124,7 @@ func (c *ownershipConnector) Start(ctx context.Context, host component.Host) err
 		for _, h := range hubs {
 			c.unsubscribe = append(c.unsubscribe, h.Subscribe(safeListener{c}))
 		}
+		c.hubs = hubs
 	} else if err := c.analysis.Start(ctx, host); err != nil {
 		return err
 	}
@@ -158,6 +162,7 @@ func (c *ownershipConnector) Shutdown(ctx context.Context) error {
 	if c.analysis != nil {
 		err = c.analysis.Shutdown(ctx)
 	}
+	c.checkShutdownOrder()
 	for _, u := range c.unsubscribe {
 		u()
 	}
@@ -170,6 +175,36 @@ func (c *ownershipConnector) Shutdown(ctx context.Context) error {
 	}
 	c.telemetry.Shutdown()
 	return err
+}
+
+// checkShutdownOrder says so when the processor the connector reads is
+// still running as the connector shuts down: its last bucket, which its
+// shutdown flushes, will reach no metrics. The collector shuts a processor
+// down before the components downstream of it, so this happens only to a
+// connector outside the processor's pipeline, and there at random (the
+// order of unrelated components is not fixed). The collector tells no
+// component its pipelines (component.Host has no such view,
+// open-telemetry/opentelemetry-collector#2536), so neither the connector
+// nor the processor can see it before; nor can the connector see whether
+// the processor started before it. A processor withdraws its analysis
+// when it has shut down (figures.Publish).
+func (c *ownershipConnector) checkShutdownOrder() {
+	if len(c.hubs) == 0 {
+		return
+	}
+	published := figures.Published(*c.cfg.Processor)
+	running := 0
+	for _, h := range c.hubs {
+		if slices.Contains(published, h) {
+			running++
+		}
+	}
+	if running == 0 {
+		return
+	}
+	c.logger.Error("The errorownership connector shut down before the processor it reads: the processor's last figures, flushed at its shutdown, are lost to the metrics. "+
+		"The collector shuts a processor down first only for the components downstream of it; put the connector in the exporters of the traces pipeline that has the processor in its processors",
+		zap.String("connector", c.idAttr.Value.AsString()), zap.Stringer("processor", c.cfg.Processor), zap.Int("instances_running", running))
 }
 
 // emit hands the metrics of the interval to the next consumer. A failure

@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/errorownership/errorownership/dependencyanalysis"
+	"github.com/errorownership/errorownership/ownership"
 	"github.com/errorownership/errorownership/processor/errorownershipprocessor"
 )
 
@@ -391,4 +392,84 @@ func TestBesideTheProcessor(t *testing.T) {
 	err = nc.Start(ctx, componenttest.NewNopHost())
 	require.ErrorContains(t, err, "processor: no errorownership processor errorownership/not_here in this collector's pipelines; add it to a traces pipeline, or remove processor: to have the connector analyse the spans itself")
 	require.NoError(t, nc.Shutdown(ctx))
+}
+
+// withClaimSent copies traces, setting the claim the SERVER spans of
+// service send.
+func withClaimSent(traces []ptrace.Traces, service string, claim ownership.Claim) []ptrace.Traces {
+	out := make([]ptrace.Traces, len(traces))
+	for i, td := range traces {
+		out[i] = ptrace.NewTraces()
+		td.CopyTo(out[i])
+		for _, rs := range out[i].ResourceSpans().All() {
+			if svc, _ := rs.Resource().Attributes().Get("service.name"); svc.Str() != service {
+				continue
+			}
+			for _, ss := range rs.ScopeSpans().All() {
+				for _, sp := range ss.Spans().All() {
+					if sp.Kind() == ptrace.SpanKindServer {
+						sp.Attributes().PutStr(ownership.AttrClaim, claim.String())
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestRetriesAfterUnclaimed: c retries d once for each of its 40 calls in
+// the chain of docs/design.md §1, without hooks. When d's server spans
+// send unclaimed, every one of those retries is one that ownership would
+// have suppressed, and errorownership.calls.retries_after_unclaimed counts
+// it on the edge c → d, by its trace's weight in the series of its
+// sampling method, in each temporality, alone and beside the processor.
+// When d claims its errors, or sends nothing, the metric has no series.
+func TestRetriesAfterUnclaimed(t *testing.T) {
+	weight := dependencyanalysis.SamplingOf(tenPercent, pcommon.TraceID{}, 0).Weight()
+	chain := scenarioTraces(t, "chain_retry_every_hop")
+	odd := func(id pcommon.TraceID) bool { return id[15]%2 == 1 }
+	none := func(pcommon.TraceID) bool { return false }
+	tests := []struct {
+		name   string
+		claim  ownership.Claim
+		sample func(pcommon.TraceID) bool
+		// want is the metric's c → d figure by sampling method; 0 is no series.
+		want [2]float64
+	}{
+		{name: "unclaimed, counted", claim: ownership.ClaimUnclaimed, sample: none, want: [2]float64{40, 0}},
+		{name: "unclaimed, half sampled at 10%", claim: ownership.ClaimUnclaimed, sample: odd, want: [2]float64{20, 20 * weight}},
+		{name: "claimed", claim: ownership.ClaimClaimed, sample: none},
+		{name: "no claim sent", claim: ownership.ClaimMissing, sample: none},
+	}
+	const metric = "errorownership.calls.retries_after_unclaimed"
+	for _, tc := range tests {
+		traces := withTraceState(chain, tenPercent, tc.sample)
+		if tc.claim != ownership.ClaimMissing {
+			traces = withClaimSent(traces, "d", tc.claim)
+		}
+		for _, beside := range []bool{false, true} {
+			for _, temporality := range []string{Cumulative, Delta} {
+				t.Run(fmt.Sprintf("%s/beside=%v/%s", tc.name, beside, temporality), func(t *testing.T) {
+					f := runConnector(t, beside, temporality, traces)
+					var series int
+					for m, want := range tc.want {
+						key := seriesKey(AttrServiceName, "c", AttrOperation, "GET /c", AttrPeerService, "d", AttrPeerOperation, "GET /d", AttrSamplingMethod, methods[m])
+						p := f[metric][key]
+						if want == 0 {
+							assert.Nil(t, p, "%s{%s}", metric, key)
+							continue
+						}
+						series++
+						require.NotNil(t, p, "%s{%s}\n%s", metric, key, f)
+						assert.InDelta(t, want, p.value, 1e-9, "%s{%s}", metric, key)
+					}
+					assert.Len(t, f[metric], series, "only the edge c → d retried after an unclaimed error")
+					if tc.claim == ownership.ClaimUnclaimed {
+						retries := f.sum("errorownership.calls.retries", AttrServiceName+"=c", AttrPeerService+"=d")
+						assert.InDelta(t, retries, f.sum(metric), 1e-9, "every retry of c to d followed an unclaimed error")
+					}
+				})
+			}
+		}
+	}
 }

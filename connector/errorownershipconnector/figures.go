@@ -21,7 +21,7 @@ const pendingExemplarAge = 5 * time.Minute
 
 // accumulator turns an analysis's buckets into the metrics' series, within
 // the cardinality bounds, and keeps the exemplars of the verdicts counted
-// until their points are emitted. It is the connector's figures.Listener.
+// until newer ones replace them. It is the connector's figures.Listener.
 type accumulator struct {
 	temporality pmetric.AggregationTemporality
 	bounds      bounds
@@ -63,8 +63,8 @@ func newAccumulator(cfg *Config, now func() time.Time) *accumulator {
 }
 
 // Counted keeps the trace of a propagated or coincidental failure for the
-// exemplars of its series' next point — the series of its trace's sampling
-// method — the latest ones when there are more than a point takes.
+// exemplars of its series — the series of its trace's sampling method —
+// the latest ones when there are more than a point takes.
 func (a *accumulator) Counted(v *figures.Verdict) {
 	if a.exemplars == 0 || (v.Kind != dependencyanalysis.VerdictPropagated && v.Kind != dependencyanalysis.VerdictCoincidental) {
 		return
@@ -129,6 +129,7 @@ func (a *accumulator) Flushed(b *figures.Bucket) {
 			add(mCallsMade, est.Calls, svc, opn, peer, peerOp, method)
 			add(mCallsFailed, est.FailedCalls, svc, opn, peer, peerOp, method)
 			add(mCallsRetries, est.Retries, svc, opn, peer, peerOp, method)
+			add(mCallsRetriesAfterUnclaimed, est.RetriesAfterUnclaimed, svc, opn, peer, peerOp, method)
 			for _, d := range decisions {
 				add(mCallsSuppressed, est.Decisions[d], svc, opn, peer, peerOp, d.String(), method)
 			}
@@ -176,7 +177,7 @@ func (a *accumulator) emit(final bool) (md pmetric.Metrics, overflowed [numMetri
 	failed := a.tables[mFailed]
 	for k, p := range ex {
 		if s := failed.series[k]; s != nil {
-			s.ex = append(s.ex[:0], p.ex...)
+			s.keep(p.ex, a.exemplars)
 			delete(ex, k)
 		}
 	}

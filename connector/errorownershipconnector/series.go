@@ -60,6 +60,7 @@ const (
 	mCallsMade
 	mCallsFailed
 	mCallsRetries
+	mCallsRetriesAfterUnclaimed
 	mCallsSuppressed
 	mRootRequests
 	mRootServed
@@ -96,6 +97,8 @@ var metricDefs = [numMetrics]metricDef{
 		description: "Logical calls whose last attempt failed, by edge."},
 	mCallsRetries: {name: "errorownership.calls.retries", unit: "{retry}", attrs: edgeAttrs, depth: -1, method: 4,
 		description: "Retries sent, attempts after a call's first, by edge."},
+	mCallsRetriesAfterUnclaimed: {name: "errorownership.calls.retries_after_unclaimed", unit: "{retry}", attrs: edgeAttrs, depth: -1, method: 4,
+		description: "Retries sent after an attempt whose callee unclaimed its error, by edge: the retries error ownership should have suppressed (a caller without the hooks, or one ignoring the claim)."},
 	mCallsSuppressed: {name: "errorownership.calls.retries_suppressed", unit: "{retry}", depth: -1, method: 5,
 		attrs:       []string{AttrServiceName, AttrOperation, AttrPeerService, AttrPeerOperation, AttrRetryDecision, AttrSamplingMethod},
 		description: "Failed attempts not retried, by edge and the hooks' error_ownership.retry.decision: suppressed_unclaimed and suppressed_budget (retries the hooks suppressed), no_policy and exhausted."},
@@ -152,7 +155,21 @@ type series struct {
 	// cumulative sum, the last point's time for a delta.
 	start   pcommon.Timestamp
 	updated time.Time
-	ex      []exemplar
+	// ex are the exemplars of the series' points, the oldest first. A
+	// cumulative series keeps them on every point until newer ones
+	// replace them: an exporter such as prometheus keeps only a series'
+	// latest point, and a scrape after the one point that carried them
+	// would find none. A delta point carries those of the figures it
+	// adds up, and the first point (0) of a new series passes them on.
+	ex []exemplar
+}
+
+// keep adds the exemplars ex, the latest last, keeping the latest max.
+func (s *series) keep(ex []exemplar, limit int) {
+	s.ex = append(s.ex, ex...)
+	if over := len(s.ex) - limit; over > 0 {
+		s.ex = append(s.ex[:0], s.ex[over:]...)
+	}
 }
 
 // bounds are the cardinality bounds and what passed them, by bound.
@@ -340,9 +357,11 @@ func (t *table) emit(ms pmetric.MetricSlice, temporality pmetric.AggregationTemp
 			x.SetTimestamp(e.time)
 			x.SetDoubleValue(e.weight)
 		}
-		s.ex = s.ex[:0]
 		s.fresh = false
 		if delta {
+			if v != 0 {
+				s.ex = s.ex[:0]
+			}
 			s.start = now
 		}
 	})
