@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/url"
@@ -337,7 +338,52 @@ func TestPrometheusDashboards(t *testing.T) {
 			}
 			t.Logf("%s: %d exemplar traces, every one known", tc.panel, len(ids))
 		}
+
+		// A Prometheus scraping once a minute still finds them: a scrape of
+		// each exporter a minute after the last span, 30 of the
+		// connector's emissions later, shows exemplars of traces the
+		// simulator sent on the propagated and coincidental series.
+		time.Sleep(time.Until(begin.Add(took).Add(61 * time.Second)))
+		for job, endpoint := range map[string]string{jobBeside: promBeside, jobAlone: promAlone} {
+			found := scrapeExemplars(t, "http://"+endpoint+"/metrics")
+			for _, verdict := range []string{"propagated", "coincidental"} {
+				require.NotEmpty(t, found[verdict], "%s: no %s exemplar a minute after the last span", job, verdict)
+				for _, id := range found[verdict] {
+					assert.True(t, truth[id], "%s: %s exemplar trace %s is not one the simulator sent", job, verdict, id)
+				}
+			}
+			t.Logf("%s, scraped %v after the last span: exemplars %v", job, time.Since(begin.Add(took)).Round(time.Second), found)
+		}
 	})
+}
+
+// scrapeExemplars scrapes a prometheus exporter as Prometheus does with
+// exemplar storage on (OpenMetrics) and returns the exemplars' trace IDs
+// on errorownership_requests_failed_total, by verdict.
+func scrapeExemplars(t *testing.T, url string) map[string][]string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	verdictRe := regexp.MustCompile(`errorownership_verdict="([a-z]+)"`)
+	traceRe := regexp.MustCompile(`trace_id="([0-9a-f]{32})"`)
+	out := map[string][]string{}
+	for line := range strings.Lines(string(body)) {
+		series, exemplar, ok := strings.Cut(line, " # {")
+		if !ok || !strings.HasPrefix(series, "errorownership_requests_failed_total{") {
+			continue
+		}
+		v, id := verdictRe.FindStringSubmatch(series), traceRe.FindStringSubmatch(exemplar)
+		require.NotNil(t, v, "no verdict in %q", line)
+		require.NotNil(t, id, "no trace ID in the exemplar of %q", line)
+		out[v[1]] = append(out[v[1]], id[1])
+	}
+	return out
 }
 
 // prometheusBinary finds Debian's prometheus; without it the test is
