@@ -266,286 +266,182 @@ function envOf(tc: {
   return env;
 }
 
-for (const [order, preloads] of orders) {
-  test(`client.json via fetch, ${order}`, async t => {
-    assert.ok(client.cases.length > 0);
-    const services = new Map<string, Service>();
-    try {
-      for (const tc of client.cases) {
-        const env = envOf(tc);
-        const key = JSON.stringify(env);
-        let svc = services.get(key);
-        if (!svc) {
-          svc = new Service(preloads, env);
-          services.set(key, svc);
-        }
-        const s = svc;
-        await t.test(tc.name, async () => {
-          const callee = await new ScriptedCallee(tc.responses as Scripted[]).listen();
-          try {
-            const status = await s.ask<number>('call', {
-              via: 'fetch',
-              url: callee.url + '/thing',
-              method: tc.method,
-              headers: tc.headers ?? {},
-              body: tc.body,
-            });
-            assert.equal(status, tc.want.status, 'status');
-            assert.deepEqual(callee.attempts, tc.want.requests, 'Retry-Attempt per attempt');
-            if (tc.want.bodies) assert.deepEqual(callee.bodies, tc.want.bodies, 'bodies');
-            const port = new URL(callee.url).port;
-            const got = await spansWhen(sp => sp.kind === 'client' && portOf(sp) === port, tc.want.spans.length);
-            assert.deepEqual(got.map(oursSetOnce), tc.want.spans, 'attributes per attempt span');
-          } finally {
-            await callee.close();
-          }
-        });
-      }
-    } finally {
-      for (const s of services.values()) await s.stop();
-    }
-  });
+/** How app.js makes a call: the global fetch, or http.request (then ended with the body). */
+type Via = 'fetch' | 'request';
 
-  for (const kind of ['express', 'http.Server'] as const) {
-    test(`server.json via ${kind}, ${order}`, async t => {
-      assert.ok(server.cases.length > 0);
-      const callees: ScriptedCallee[][] = [];
-      const edges: Record<string, string>[] = [];
-      const cases = [];
-      try {
-        for (const [i, tc] of server.cases.entries()) {
-          const cs: ScriptedCallee[] = [];
-          for (const c of tc.calls ?? []) {
-            const callee = await new ScriptedCallee(c.responses as Scripted[]).listen();
-            cs.push(callee);
-            if (c.mode) {
-              const operation = kind === 'express' ? 'GET /case/:id' : `GET /case/${i}`;
-              edges.push({ operation, peer_service: callee.address, peer_operation: `${c.method} /dep`, mode: c.mode });
-            }
-          }
-          callees.push(cs);
-          cases.push({
-            status: tc.status,
-            set_claim: tc.set_claim,
-            calls: (tc.calls ?? []).map((c: { method: string }, j: number) => ({
-              url: cs[j].url + '/dep',
-              method: c.method,
-            })),
+/** Runs client case tc through svc's client `via`; the spans are checked when `spans` is set (a register loaded). */
+async function clientCase(svc: Service, via: Via, tc: (typeof client.cases)[number], spansToo: boolean): Promise<void> {
+  const callee = await new ScriptedCallee(tc.responses as Scripted[]).listen();
+  try {
+    const status = await svc.ask<number>('call', {
+      via,
+      url: callee.url + '/thing',
+      method: tc.method,
+      headers: tc.headers ?? {},
+      body: tc.body,
+    });
+    assert.equal(status, tc.want.status, 'status');
+    assert.deepEqual(callee.attempts, tc.want.requests, 'Retry-Attempt per attempt');
+    if (tc.want.bodies) assert.deepEqual(callee.bodies, tc.want.bodies, 'bodies');
+    if (!spansToo) return;
+    const port = new URL(callee.url).port;
+    const got = await spansWhen(sp => sp.kind === 'client' && portOf(sp) === port, tc.want.spans.length);
+    assert.deepEqual(got.map(oursSetOnce), tc.want.spans, 'attributes per attempt span');
+  } finally {
+    await callee.close();
+  }
+}
+
+/**
+ * server.json's cases as app.js serves them, with a scripted callee per
+ * call (made through `via`: fetch, or http.get / http.request by method)
+ * and the hints edges of the calls with a mode.
+ */
+class ServerCases {
+  readonly callees: ScriptedCallee[][] = [];
+  readonly edges: Record<string, string>[] = [];
+  readonly cases: unknown[] = [];
+
+  static async make(operation: (i: number) => string, via: Via): Promise<ServerCases> {
+    const sc = new ServerCases();
+    for (const [i, tc] of server.cases.entries()) {
+      const cs: ScriptedCallee[] = [];
+      for (const c of tc.calls ?? []) {
+        const callee = await new ScriptedCallee(c.responses as Scripted[]).listen();
+        cs.push(callee);
+        if (c.mode)
+          sc.edges.push({
+            operation: operation(i),
+            peer_service: callee.address,
+            peer_operation: `${c.method} /dep`,
+            mode: c.mode,
           });
+      }
+      sc.callees.push(cs);
+      sc.cases.push({
+        status: tc.status,
+        set_claim: tc.set_claim,
+        calls: (tc.calls ?? []).map((c: { method: string }, j: number) => ({
+          url: cs[j].url + '/dep',
+          method: c.method,
+          via: via === 'fetch' ? 'fetch' : c.method === 'GET' ? 'get' : 'request',
+        })),
+      });
+    }
+    return sc;
+  }
+
+  async close(): Promise<void> {
+    for (const cs of this.callees) for (const c of cs) await c.close();
+  }
+}
+
+/** GET /case/i of a service, its status and Error-Claim. */
+async function getCase(base: string, i: number): Promise<{ status: number; claim: string | null }> {
+  const res = await fetch(`${base}/case/${i}`);
+  await res.arrayBuffer();
+  return { status: res.status, claim: res.headers.get('error-claim') };
+}
+
+for (const [order, preloads] of orders) {
+  for (const via of ['fetch', 'request'] as const) {
+    test(`client.json via ${via === 'fetch' ? 'fetch' : 'http.request'}, ${order}`, async t => {
+      assert.ok(client.cases.length > 0);
+      const services = new Map<string, Service>();
+      try {
+        for (const tc of client.cases) {
+          const env = envOf(tc);
+          const key = JSON.stringify(env);
+          let svc = services.get(key);
+          if (!svc) {
+            svc = new Service(preloads, env);
+            services.set(key, svc);
+          }
+          const s = svc;
+          await t.test(tc.name, () => clientCase(s, via, tc, true));
         }
-        hintsDoc = { version: 1, service: SERVICE, edges };
+      } finally {
+        for (const s of services.values()) await s.stop();
+      }
+    });
+  }
+
+  const kinds = [
+    ['express', 'fetch'],
+    ['http.Server', 'fetch'],
+    ['http.Server', 'request'],
+  ] as const;
+  for (const [kind, via] of kinds) {
+    const calls = via === 'fetch' ? '' : ', its calls through plain http.get / http.request';
+    test(`server.json via ${kind}${calls}, ${order}`, async t => {
+      assert.ok(server.cases.length > 0);
+      const sc = await ServerCases.make(i => (kind === 'express' ? 'GET /case/:id' : `GET /case/${i}`), via);
+      try {
+        hintsDoc = { version: 1, service: SERVICE, edges: sc.edges };
         const svc = new Service(preloads, { [ENV_HINTS_ENDPOINT]: hintsURL });
         try {
           await svc.ask('ping');
           await firstPoll;
           // The first poll of this service: its hints hold these callees' edges.
           await new Promise(r => setTimeout(r, 300));
-          const base = await svc.ask<string>('serve', { kind: kind === 'express' ? 'express' : 'http', cases });
+          const base = await svc.ask<string>('serve', {
+            kind: kind === 'express' ? 'express' : 'http',
+            cases: sc.cases,
+          });
           const port = new URL(base).port;
           for (const [i, tc] of server.cases.entries()) {
             await t.test(tc.name, async () => {
               const seen = spans.length;
-              const res = await fetch(`${base}/case/${i}`);
-              await res.arrayBuffer();
-              assert.equal(res.status, tc.status);
-              assert.equal(res.headers.get('error-claim'), tc.want.header, 'Error-Claim');
+              const got = await getCase(base, i);
+              assert.equal(got.status, tc.status);
+              assert.equal(got.claim, tc.want.header, 'Error-Claim');
               const isServer = (s: Span): boolean =>
                 s.kind === 'server' && portOf(s) === port && spans.indexOf(s) >= seen;
-              const got = await spansWhen(isServer, 1);
-              assert.equal(got.length, 1, 'one SERVER span');
-              assert.deepEqual(oursSetOnce(got[0]), tc.want.span, 'SERVER span attributes');
+              const [ss, ...more] = await spansWhen(isServer, 1);
+              assert.equal(more.length, 0, 'one SERVER span');
+              assert.deepEqual(oursSetOnce(ss), tc.want.span, 'SERVER span attributes');
+              // Each attempt of each call: instrumentation-http's own CLIENT span, numbered.
+              for (const callee of sc.callees[i]) {
+                const depPort = new URL(callee.url).port;
+                const cs = await spansWhen(s => s.kind === 'client' && portOf(s) === depPort, callee.attempts.length);
+                assert.deepEqual(
+                  cs.map(s => [s.traceId, oursSetOnce(s)['error_ownership.retry.attempt']]),
+                  callee.attempts.map((_, n) => [ss.traceId, n]),
+                  'one CLIENT span per attempt, in the request trace'
+                );
+              }
             });
           }
         } finally {
           await svc.stop();
         }
       } finally {
-        for (const cs of callees) for (const c of cs) await c.close();
+        await sc.close();
       }
     });
   }
 }
-
-// ---- a dependency called through plain http.get ----
-
-interface GetCase {
-  name: string;
-  dep: Scripted;
-  mode?: string;
-  status: number;
-  header: string;
-  reason: string;
-  span: Record<string, unknown>;
-}
-
-// http.get is observed, not retried (README: "What the zero-code hooks do"):
-// every failed call's decision is no_policy, so by the at-least-once rule a
-// claimed or unlabelled failure goes up claimed, for the caller to retry.
-const getCases: GetCase[] = [
-  {
-    name: 'a claimed 503, passed on: claimed, propagated (at least once)',
-    dep: { status: 503, claim: 'claimed' },
-    status: 502,
-    header: 'claimed',
-    reason: 'propagated',
-    span: {
-      'error_ownership.retry.attempt': 0,
-      'error_ownership.claim.received': 'claimed',
-      'error_ownership.retry.decision': 'no_policy',
-    },
-  },
-  {
-    name: 'an unclaimed 503, passed on: unclaimed, propagated',
-    dep: { status: 503, claim: 'unclaimed' },
-    status: 502,
-    header: 'unclaimed',
-    reason: 'propagated',
-    span: {
-      'error_ownership.retry.attempt': 0,
-      'error_ownership.claim.received': 'unclaimed',
-      'error_ownership.retry.decision': 'no_policy',
-    },
-  },
-  {
-    name: 'an unlabelled 503, passed on: claimed, propagated (at least once)',
-    dep: { status: 503 },
-    status: 502,
-    header: 'claimed',
-    reason: 'propagated',
-    span: {
-      'error_ownership.retry.attempt': 0,
-      'error_ownership.claim.received': 'missing',
-      'error_ownership.retry.decision': 'no_policy',
-    },
-  },
-  {
-    name: 'the dependency answered 200, the service failed: own',
-    dep: { status: 200 },
-    status: 500,
-    header: 'claimed',
-    reason: 'own',
-    span: { 'error_ownership.retry.attempt': 0 },
-  },
-  {
-    name: 'a fail-open dependency failed, the service failed on its own: coincidental',
-    dep: { status: 503, claim: 'claimed' },
-    mode: 'fail_open',
-    status: 500,
-    header: 'claimed',
-    reason: 'coincidental',
-    span: {
-      'error_ownership.retry.attempt': 0,
-      'error_ownership.claim.received': 'claimed',
-      'error_ownership.retry.decision': 'no_policy',
-    },
-  },
-];
-
-test('a dependency called through plain http.get', async t => {
-  const deps: ScriptedCallee[] = [];
-  const edges: Record<string, string>[] = [];
-  try {
-    for (const [i, c] of getCases.entries()) {
-      const d = await new ScriptedCallee([c.dep]).listen();
-      deps.push(d);
-      if (c.mode)
-        edges.push({ operation: `GET /case/${i}`, peer_service: d.address, peer_operation: 'GET /dep', mode: c.mode });
-    }
-    hintsDoc = { version: 1, service: SERVICE, edges };
-    const svc = new Service([OTEL, HOOKS], { [ENV_HINTS_ENDPOINT]: hintsURL });
-    try {
-      await svc.ask('ping');
-      await new Promise(r => setTimeout(r, 300));
-      const base = await svc.ask<string>('serve', {
-        kind: 'http',
-        cases: getCases.map((c, i) => ({
-          status: c.status,
-          calls: [{ via: 'get', url: deps[i].url + '/dep', method: 'GET' }],
-        })),
-      });
-      for (const [i, c] of getCases.entries()) {
-        await t.test(c.name, async () => {
-          const res = await fetch(`${base}/case/${i}`);
-          await res.arrayBuffer();
-          assert.equal(res.status, c.status);
-          assert.equal(res.headers.get('error-claim'), c.header, 'Error-Claim');
-          assert.equal(deps[i].attempts.length, 1, 'http.get is not retried');
-          const depPort = new URL(deps[i].url).port;
-          const [cs] = await spansWhen(s => s.kind === 'client' && portOf(s) === depPort, 1);
-          assert.ok(cs, 'the instrumentation-http CLIENT span of the http.get');
-          assert.deepEqual(oursSetOnce(cs), c.span, 'CLIENT span attributes');
-          const [ss] = await spansWhen(
-            s => s.kind === 'server' && s.traceId === cs.traceId && s.attrs['error_ownership.claim.sent'] !== undefined,
-            1
-          );
-          assert.ok(ss, 'the SERVER span of the request that made the call');
-          assert.deepEqual(
-            oursSetOnce(ss),
-            { 'error_ownership.claim.sent': c.header, 'error_ownership.claim.reason': c.reason },
-            'SERVER span attributes'
-          );
-        });
-      }
-    } finally {
-      await svc.stop();
-    }
-  } finally {
-    for (const d of deps) await d.close();
-  }
-});
 
 // ---- without the OpenTelemetry register: claims and retries, no spans ----
 
 test('the hooks alone, without the OpenTelemetry register', async t => {
   const svc = new Service([HOOKS], {});
   try {
-    for (const tc of client.cases.filter((c: object) => Object.keys(envOf(c)).length === 0)) {
-      await t.test(`client.json: ${tc.name}`, async () => {
-        const callee = await new ScriptedCallee(tc.responses as Scripted[]).listen();
-        try {
-          const status = await svc.ask<number>('call', {
-            via: 'fetch',
-            url: callee.url + '/thing',
-            method: tc.method,
-            headers: tc.headers ?? {},
-            body: tc.body,
-          });
-          assert.equal(status, tc.want.status, 'status');
-          assert.deepEqual(callee.attempts, tc.want.requests, 'Retry-Attempt per attempt');
-        } finally {
-          await callee.close();
-        }
-      });
-    }
-    const callees: ScriptedCallee[][] = [];
-    const cases = [];
-    for (const tc of server.cases) {
-      const cs: ScriptedCallee[] = [];
-      for (const c of tc.calls ?? []) cs.push(await new ScriptedCallee(c.responses as Scripted[]).listen());
-      callees.push(cs);
-      cases.push({
-        status: tc.status,
-        set_claim: tc.set_claim,
-        calls: (tc.calls ?? []).map((c: { method: string }, j: number) => ({
-          url: cs[j].url + '/dep',
-          method: c.method,
-        })),
-      });
-    }
+    for (const via of ['fetch', 'request'] as const)
+      for (const tc of client.cases.filter((c: object) => Object.keys(envOf(c)).length === 0))
+        await t.test(`client.json via ${via}: ${tc.name}`, () => clientCase(svc, via, tc, false));
+    const sc = await ServerCases.make(() => '', 'fetch');
     try {
-      const base = await svc.ask<string>('serve', { kind: 'express', cases });
+      const base = await svc.ask<string>('serve', { kind: 'express', cases: sc.cases });
       for (const [i, tc] of server.cases.entries()) {
         // No hints here: a fail-open edge is unknown, so those cases are left to the runs above.
         if ((tc.calls ?? []).some((c: { mode?: string }) => c.mode === 'fail_open')) continue;
         await t.test(`server.json: ${tc.name}`, async () => {
-          const res = await fetch(`${base}/case/${i}`);
-          await res.arrayBuffer();
-          assert.equal(res.status, tc.status);
-          assert.equal(res.headers.get('error-claim'), tc.want.header, 'Error-Claim');
+          assert.deepEqual(await getCase(base, i), { status: tc.status, claim: tc.want.header });
         });
       }
     } finally {
-      for (const cs of callees) for (const c of cs) await c.close();
+      await sc.close();
     }
     assert.equal(svc.stderr.includes('Error'), false, svc.stderr);
   } finally {

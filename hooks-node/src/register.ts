@@ -84,8 +84,8 @@ function register(): void {
   }
   wrapServer(http.Server.prototype, hints);
   wrapServer(https.Server.prototype, hints);
-  wrapHttpClient(http, 'http:', hints);
-  wrapHttpClient(https, 'https:', hints);
+  wrapHttpClient(http, 'http:', hints, cfg.maxAttempts);
+  wrapHttpClient(https, 'https:', hints, cfg.maxAttempts);
   if (typeof original === 'function') wrapGlobalFetch(original, hints, cfg.maxAttempts);
 }
 
