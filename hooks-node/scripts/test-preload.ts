@@ -134,18 +134,48 @@ const hintsServer = http.createServer((req, res) => {
 
 // ---- the service, in a child process ----
 
+/** How the service is started: node's flags and its main module. */
+interface Launch {
+  execArgv: string[];
+  script: string;
+}
+
+/** app.js under `--require` of each preload (count-sets.js after the register, when there is one). */
+function requiring(...preloads: string[]): Launch {
+  const execArgv = preloads.flatMap(p => ['--require', p]);
+  if (preloads.includes(OTEL)) execArgv.push('--require', './count-sets.js');
+  return { execArgv, script: 'app.js' };
+}
+
+/**
+ * app.mjs, an ES module service, as OpenTelemetry's ESM set-up runs it:
+ * import-in-the-middle's loader and `--import` of the register, the hooks
+ * by `--require` (which runs before any `--import`).
+ */
+const esm: Launch = {
+  execArgv: [
+    '--experimental-loader=@opentelemetry/instrumentation/hook.mjs',
+    '--no-warnings=ExperimentalWarning',
+    '--require',
+    HOOKS,
+    '--import',
+    OTEL,
+    '--import',
+    './count-sets.js',
+  ],
+  script: 'app.mjs',
+};
+
 class Service {
   readonly child: ChildProcess;
   private next = 0;
   private readonly waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   stderr = '';
 
-  constructor(preloads: string[], env: Record<string, string>) {
-    const execArgv = preloads.flatMap(p => ['--require', p]);
-    if (preloads.includes(OTEL)) execArgv.push('--require', './count-sets.js');
-    this.child = fork('app.js', [], {
+  constructor(launch: Launch, env: Record<string, string>) {
+    this.child = fork(launch.script, [], {
       cwd: project,
-      execArgv,
+      execArgv: launch.execArgv,
       env: { ...baseEnv(), ...env },
       stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
     });
@@ -232,7 +262,7 @@ before(async () => {
     ],
     project
   );
-  for (const f of ['app.js', 'count-sets.js'])
+  for (const f of ['app.js', 'app.mjs', 'count-sets.js'])
     fs.copyFileSync(path.join(root, 'scripts', 'preload', f), path.join(project, f));
 });
 
@@ -247,9 +277,10 @@ after(() => {
 const client = load('client.json');
 const server = load('server.json');
 
-const orders: [string, string[]][] = [
-  ['auto-instrumentations register, then the hooks', [OTEL, HOOKS]],
-  ['the hooks, then the auto-instrumentations register', [HOOKS, OTEL]],
+const orders: [string, Launch][] = [
+  ['auto-instrumentations register, then the hooks', requiring(OTEL, HOOKS)],
+  ['the hooks, then the auto-instrumentations register', requiring(HOOKS, OTEL)],
+  ['ESM: an ES module app, the register by --import', esm],
 ];
 
 /** The environment a client case's settings need: each group gets a service of its own. */
@@ -343,7 +374,7 @@ async function getCase(base: string, i: number): Promise<{ status: number; claim
   return { status: res.status, claim: res.headers.get('error-claim') };
 }
 
-for (const [order, preloads] of orders) {
+for (const [order, launch] of orders) {
   for (const via of ['fetch', 'request'] as const) {
     test(`client.json via ${via === 'fetch' ? 'fetch' : 'http.request'}, ${order}`, async t => {
       assert.ok(client.cases.length > 0);
@@ -354,7 +385,7 @@ for (const [order, preloads] of orders) {
           const key = JSON.stringify(env);
           let svc = services.get(key);
           if (!svc) {
-            svc = new Service(preloads, env);
+            svc = new Service(launch, env);
             services.set(key, svc);
           }
           const s = svc;
@@ -372,13 +403,15 @@ for (const [order, preloads] of orders) {
     ['http.Server', 'request'],
   ] as const;
   for (const [kind, via] of kinds) {
+    // ESM: http.Server, its calls through http.get (app.mjs has no express; fetch is client.json's above).
+    if (launch === esm && via === 'fetch') continue;
     const calls = via === 'fetch' ? '' : ', its calls through plain http.get / http.request';
     test(`server.json via ${kind}${calls}, ${order}`, async t => {
       assert.ok(server.cases.length > 0);
       const sc = await ServerCases.make(i => (kind === 'express' ? 'GET /case/:id' : `GET /case/${i}`), via);
       try {
         hintsDoc = { version: 1, service: SERVICE, edges: sc.edges };
-        const svc = new Service(preloads, { [ENV_HINTS_ENDPOINT]: hintsURL });
+        const svc = new Service(launch, { [ENV_HINTS_ENDPOINT]: hintsURL });
         try {
           await svc.ask('ping');
           await firstPoll;
@@ -425,7 +458,7 @@ for (const [order, preloads] of orders) {
 // ---- without the OpenTelemetry register: claims and retries, no spans ----
 
 test('the hooks alone, without the OpenTelemetry register', async t => {
-  const svc = new Service([HOOKS], {});
+  const svc = new Service(requiring(HOOKS), {});
   try {
     for (const via of ['fetch', 'request'] as const)
       for (const tc of client.cases.filter((c: object) => Object.keys(envOf(c)).length === 0))
@@ -455,8 +488,8 @@ test('overhead: the register with the hooks against the register alone', async (
   const dep = http.createServer((_req, res) => res.end('ok'));
   const depURL = await listen(dep);
   const env = { OTEL_TRACES_EXPORTER: 'none' };
-  const bare = new Service([OTEL], env);
-  const hooked = new Service([OTEL, HOOKS], env);
+  const bare = new Service(requiring(OTEL), env);
+  const hooked = new Service(requiring(OTEL, HOOKS), env);
   try {
     const cases = [{ status: 200, calls: [{ url: depURL + '/ok', method: 'GET' }] }];
     const urls = [
