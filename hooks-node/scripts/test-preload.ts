@@ -432,6 +432,36 @@ for (const [order, launch] of orders) {
   }
 }
 
+// ---- what http.request cannot retry unseen ----
+
+test('http.request: a body still being written when the answer comes is sent once', async () => {
+  let attempts = 0;
+  // Answers at the request's headers, before its body.
+  const early = http.createServer((req, res) => {
+    attempts++;
+    req.resume();
+    res.writeHead(503, { 'Error-Claim': 'claimed' });
+    res.end('early');
+  });
+  const url = await listen(early);
+  const svc = new Service(requiring(OTEL, HOOKS), {});
+  try {
+    const status = await svc.ask<number>('call', { via: 'streaming', url: url + '/thing', method: 'PUT', headers: {} });
+    assert.equal(status, 503);
+    assert.equal(attempts, 1, 'not retried');
+    const port = new URL(url).port;
+    const [cs] = await spansWhen(s => s.kind === 'client' && portOf(s) === port, 1);
+    assert.deepEqual(oursSetOnce(cs), {
+      'error_ownership.retry.attempt': 0,
+      'error_ownership.claim.received': 'claimed',
+      'error_ownership.retry.decision': 'no_policy',
+    });
+  } finally {
+    await svc.stop();
+    early.close();
+  }
+});
+
 // ---- without the OpenTelemetry register: claims and retries, no spans ----
 
 test('the hooks alone, without the OpenTelemetry register', async t => {

@@ -39,7 +39,11 @@ async function call(via, url, method, headers, body) {
       };
       const req = via === 'get' ? http.get(url, { headers }, done) : http.request(url, { method, headers }, done);
       req.on('error', reject);
-      if (via !== 'get') req.end(body);
+      if (via === 'streaming') {
+        // The body ends only once the answer came: too late to send it again.
+        req.write('part, ');
+        req.once('response', () => req.end('rest'));
+      } else if (via !== 'get') req.end(body);
     });
   } catch {
     return 0;
