@@ -6,17 +6,10 @@
 // a service brings, and scripts/artifact/consumer.js runs requests through
 // the installed hooks. Set EO_KEEP_ARTIFACT_DIR=1 to keep the project.
 import * as assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-
-const root = path.resolve(__dirname, '..', '..');
-const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
-
-function run(cmd: string, args: string[], cwd: string): string {
-  return execFileSync(cmd, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
-}
+import { installProject, npm, root, run } from './project';
 
 interface PackResult {
   filename: string;
@@ -66,27 +59,9 @@ try {
   const tarball = path.join(dir, packed.filename);
   console.log(`artifact: ${tarball}`);
 
-  const project = path.join(dir, 'service');
-  fs.mkdirSync(project);
-  fs.writeFileSync(
-    path.join(project, 'package.json'),
-    JSON.stringify({ name: 'artifact-consumer', version: '0.0.0', private: true }, null, 2) + '\n'
-  );
-  run(
-    npm,
-    [
-      'install',
-      '--prefer-offline',
-      '--no-audit',
-      '--no-fund',
-      '--loglevel=error',
-      tarball,
-      'express',
-      '@opentelemetry/api',
-    ],
-    project
-  );
-  fs.copyFileSync(path.join(root, 'scripts', 'artifact', 'consumer.js'), path.join(project, 'consumer.js'));
+  const project = installProject(dir, 'artifact-consumer', [tarball, 'express', '@opentelemetry/api'], 'artifact', [
+    'consumer.js',
+  ]);
   process.stdout.write(run(process.execPath, ['consumer.js'], project));
   // The README promises ESM services can import the CommonJS build by name.
   const esm =

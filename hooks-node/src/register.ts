@@ -14,7 +14,9 @@
 import http = require('node:http');
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 import https = require('node:https');
+import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { createRequire } from 'node:module';
 import { HintSource } from './claim';
 import { startHints } from './hints';
@@ -58,6 +60,7 @@ function patchInstrumentations(): void {
       } catch {
         // a copy that does not load is one no register uses
       }
+      patchESMBuild(file);
     }
   }
   // Copies loaded already from elsewhere (a register resolved from its own place).
@@ -66,6 +69,52 @@ function patchInstrumentations(): void {
       patchInstrumentationExports(m?.exports);
     }
   }
+}
+
+// The CommonJS build turns import() into require(); this keeps it an ESM import.
+// eslint-disable-next-line @typescript-eslint/no-implied-eval
+const importESM = new Function('url', 'return import(url)') as (url: string) => Promise<unknown>;
+
+/** The ESM entry point a package.json's exports give "." (import or default, not require), if any. */
+function esmTarget(exp: unknown): string | undefined {
+  if (typeof exp === 'string') return exp;
+  if (typeof exp !== 'object' || exp === null || Array.isArray(exp)) return undefined;
+  const e = exp as Record<string, unknown>;
+  if ('.' in e) return esmTarget(e['.']);
+  for (const k of ['import', 'node', 'default']) if (k in e) return esmTarget(e[k]);
+  return undefined;
+}
+
+/*
+ * A dual package (instrumentation-http 0.300 and later) has an ESM build
+ * beside the CommonJS one: `--import @opentelemetry/auto-instrumentations-node/register`
+ * loads the ESM register, whose instrumentation classes are the ESM build's,
+ * another class than the one patched above. Node keeps one instance of a
+ * module per URL, so importing that file patches the class that register
+ * uses, whenever it loads it.
+ */
+function patchESMBuild(cjsFile: string): void {
+  let dir = path.dirname(cjsFile);
+  while (!fs.existsSync(path.join(dir, 'package.json'))) {
+    const up = path.dirname(dir);
+    if (up === dir) return;
+    dir = up;
+  }
+  let target: string | undefined;
+  try {
+    target = esmTarget(
+      (JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')) as { exports?: unknown }).exports
+    );
+  } catch {
+    return;
+  }
+  if (!target) return;
+  const file = path.resolve(dir, target);
+  if (file === cjsFile || !/\.m?js$/.test(file)) return;
+  importESM(pathToFileURL(file).href).then(
+    m => patchInstrumentationExports(m),
+    () => undefined // no ESM build to patch: only the CommonJS one is used
+  );
 }
 
 function register(): void {
@@ -84,8 +133,8 @@ function register(): void {
   }
   wrapServer(http.Server.prototype, hints);
   wrapServer(https.Server.prototype, hints);
-  wrapHttpClient(http, 'http:', hints);
-  wrapHttpClient(https, 'https:', hints);
+  wrapHttpClient(http, 'http:', hints, cfg.maxAttempts);
+  wrapHttpClient(https, 'https:', hints, cfg.maxAttempts);
   if (typeof original === 'function') wrapGlobalFetch(original, hints, cfg.maxAttempts);
 }
 

@@ -12,6 +12,11 @@ export function fallbackSuppressTracing(ctx: Context): Context {
   return ctx.setValue(SUPPRESS_TRACING_KEY, true);
 }
 
+/** Whether ctx is suppressed as core's suppressTracing marks it (an exporter's own requests). */
+export function isSuppressed(ctx: Context): boolean {
+  return ctx.getValue(SUPPRESS_TRACING_KEY) === true;
+}
+
 const SUPPRESS_TRACING_KEY = createContextKey('OpenTelemetry SDK Context Key SUPPRESS_TRACING');
 
 /**

@@ -9,9 +9,9 @@
 // instrumentation sees.
 'use strict';
 
-const http = require('node:http');
-const express = require('express');
-
+// http and express are the caller's: app.mjs passes those it imported (ESM).
+let http;
+let express;
 const servers = [];
 
 function listen(server) {
@@ -39,7 +39,11 @@ async function call(via, url, method, headers, body) {
       };
       const req = via === 'get' ? http.get(url, { headers }, done) : http.request(url, { method, headers }, done);
       req.on('error', reject);
-      if (via !== 'get') req.end(body);
+      if (via === 'streaming') {
+        // The body ends only once the answer came: too late to send it again.
+        req.write('part, ');
+        req.once('response', () => req.end('rest'));
+      } else if (via !== 'get') req.end(body);
     });
   } catch {
     return 0;
@@ -80,15 +84,22 @@ const ops = {
   ping: () => 'pong',
 };
 
-process.on('message', m => {
-  Promise.resolve()
-    .then(() => ops[m.op](m))
-    .then(
-      result => process.send({ id: m.id, result }),
-      err => process.send({ id: m.id, error: String(err?.stack ?? err) })
-    );
-});
-process.on('disconnect', () => {
-  for (const s of servers) s.close();
-  setTimeout(() => process.exit(0), 200).unref();
-});
+function run(httpModule, expressModule) {
+  http = httpModule;
+  express = expressModule;
+  process.on('message', m => {
+    Promise.resolve()
+      .then(() => ops[m.op](m))
+      .then(
+        result => process.send({ id: m.id, result }),
+        err => process.send({ id: m.id, error: String(err?.stack ?? err) })
+      );
+  });
+  process.on('disconnect', () => {
+    for (const s of servers) s.close();
+    setTimeout(() => process.exit(0), 200).unref();
+  });
+}
+
+module.exports = run;
+if (require.main === module) run(require('node:http'), require('express'));

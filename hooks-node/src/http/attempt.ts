@@ -26,7 +26,8 @@ export class LogicalCall {
     readonly budgets: Budgets,
     readonly budget: RetryBudget,
     readonly peer: string,
-    readonly hasPolicy: boolean,
+    // Set late by the zero-code http.request wrapper: whether its body can be sent again is known only at the response.
+    public hasPolicy: boolean,
     readonly fault: (status: number) => boolean,
     readonly signal: AbortSignal | undefined | null,
     readonly deadline: number | undefined,

@@ -29,7 +29,8 @@ export interface HttpRequestClient {
 const MAX_DRAIN = 64 << 10;
 const DRAIN_TIMEOUT_MS = 1000;
 
-function discard(res: http.IncomingMessage): void {
+/** Reads what is left of a failed attempt's body in the background (64 KiB, 1 s at most), then drops it. */
+export function discard(res: http.IncomingMessage): void {
   let n = 0;
   const timer = setTimeout(() => res.destroy(), DRAIN_TIMEOUT_MS);
   timer.unref();
@@ -45,7 +46,7 @@ function discard(res: http.IncomingMessage): void {
   res.on('error', () => clearTimeout(timer));
 }
 
-function toHeaders(h: http.OutgoingHttpHeaders | readonly string[] | undefined): Headers {
+export function toHeaders(h: http.OutgoingHttpHeaders | readonly string[] | undefined): Headers {
   const out = new Headers();
   if (!h) return out;
   if (Array.isArray(h)) {

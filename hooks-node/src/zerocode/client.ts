@@ -4,11 +4,12 @@ import type * as http from 'node:http';
 import { context } from '@opentelemetry/api';
 import { HintSource } from '../claim';
 import { ledgerFrom } from '../ledger';
-import { Budgets, resolveSettings } from '../retrying';
+import { Budgets, Resolved, resolveSettings } from '../retrying';
+import { isSuppressed } from '../suppress';
 import { Attempt, LogicalCall, rawValues } from '../http/attempt';
 import { operationOf, peerAddress, serverFault } from '../http/common';
 import { createFetch } from '../http/fetch';
-import { requestAttempts } from './instrumentations';
+import { ReplayingRequest } from './replay';
 
 const WRAPPED = Symbol.for('errorownership.zerocode.wrapped');
 
@@ -41,74 +42,181 @@ function targetOf(args: unknown[], defaultProtocol: string): Target {
   return { url, method: (opts.method ?? 'GET').toUpperCase() };
 }
 
+/** The attempts the zero-code http.request wrapper observed, by the ClientRequest it got. */
+export const requestAttempts = new WeakMap<object, Attempt>();
+
+interface ClientHooks {
+  mod: Pick<typeof http, 'request' | 'get'>;
+  defaultProtocol: string;
+  budgets: Budgets;
+  settings: Resolved;
+  /** The hooks' outermost wrapper of each function, so far. */
+  outer: Partial<Record<'request' | 'get', RequestFn>>;
+}
+
+/** The hooks of each wrapper made: which module's, which function's. */
+const wrappers = new WeakMap<RequestFn, [ClientHooks, 'request' | 'get']>();
+const byProtocol = new Map<string, ClientHooks>();
+
+/** The observe-only calls' settings: one attempt, decision no_policy. */
+const once = resolveSettings({ maxAttempts: 1 });
+
 /**
- * Wraps http.request / http.get (and https's) so that every call a request
- * makes through them enters its ledger and has its attempt attributes set on
- * the instrumentation's CLIENT span. These calls are observed, not retried:
- * http.request hands the caller a ClientRequest to write and a 'response'
- * event to wait for, and a retry would have to swap both behind its back
- * (the body already streamed, the listeners already fired), so a failed
- * call's decision is no_policy. By the at-least-once rule (docs/design.md
- * §4.2) the service then passes a claimed or unlabelled failure up claimed,
- * and its caller retries it.
+ * Wraps http.request / http.get (and https's) so that every call enters its
+ * ledger, has its attempt attributes set on the instrumentation's CLIENT
+ * span, and is retried by the rules where ReplayingRequest can do it
+ * unseen. That needs the hooks' wrapper outside the instrumentation's: it
+ * must see the request before the caller does. When the instrumentation
+ * patches after the hooks (their preload first), the hooks wrap again over
+ * it, on the next turn of the event loop and at the first call that finds
+ * itself inside another wrapper (that call is observed, not retried).
  */
 export function wrapHttpClient(
   mod: Pick<typeof http, 'request' | 'get'>,
   defaultProtocol: string,
-  hints: HintSource
+  hints: HintSource,
+  maxAttempts: number
 ): void {
   const budgets = new Budgets(undefined, hints);
-  const settings = resolveSettings({ maxAttempts: 1 });
+  const h: ClientHooks = { mod, defaultProtocol, budgets, settings: resolveSettings({ maxAttempts }), outer: {} };
+  byProtocol.set(defaultProtocol, h);
+  install(h);
+  setImmediate(() => install(h)).unref();
+}
+
+/** Puts the hooks' wrapper outermost on request and get, unless it is there (or another copy's is). */
+function install(h: ClientHooks): void {
   for (const name of ['request', 'get'] as const) {
-    const next = mod[name] as unknown as RequestFn;
-    if (typeof next !== 'function' || next[WRAPPED]) continue;
-    const wrapped: RequestFn = function (this: unknown, ...args: unknown[]): http.ClientRequest {
-      if (depth > 0) return next.apply(this, args);
-      let t: Target;
-      try {
-        t = targetOf(args, defaultProtocol);
-      } catch {
-        return next.apply(this, args); // let http say what is wrong with the arguments
-      }
-      let peer: string;
-      try {
-        peer = peerAddress(t.url);
-      } catch {
-        peer = t.url.host;
-      }
-      const lc = new LogicalCall(
-        settings,
-        budgets,
-        budgets.for(peer),
-        peer,
-        false,
-        serverFault,
-        undefined,
-        undefined,
-        ledgerFrom(),
-        false
-      );
-      const a = new Attempt(lc, 0);
-      const peerOperation = (): string => operationOf(t.method, t.url);
-      let req: http.ClientRequest;
-      depth++;
-      try {
-        req = context.with(a.context(), () => next.apply(this, args));
-      } catch (e) {
-        a.settle(undefined, undefined);
-        a.end(peerOperation);
-        throw e;
-      } finally {
-        depth--;
-      }
-      requestAttempts.set(req, a);
-      observe(req, a, peerOperation);
-      return req;
-    };
-    wrapped[WRAPPED] = true;
-    Object.defineProperty(wrapped, 'name', { value: name });
-    mod[name] = wrapped;
+    const next = h.mod[name] as unknown as RequestFn;
+    if (typeof next !== 'function') continue;
+    const w = wrappers.get(next);
+    if (w?.[0] === h)
+      h.outer[name] = next; // back on top: an instrumentation unwrapped itself
+    else if (!next[WRAPPED]) h.mod[name] = wrapper(h, name, next);
   }
+}
+
+function wrapper(h: ClientHooks, name: 'request' | 'get', next: RequestFn): RequestFn {
+  const wrapped: RequestFn = function (this: unknown, ...args: unknown[]): http.ClientRequest {
+    if (depth > 0 || isSuppressed(context.active())) return next.apply(this, args);
+    if (h.outer[name] !== wrapped || (h.mod[name] as unknown) !== wrapped) {
+      // Another wrapper came over this one, and its listeners are on the request already.
+      install(h);
+      return observed(h, next, this, args);
+    }
+    return replaying(h, next, this, args);
+  };
+  wrapped[WRAPPED] = true;
+  Object.defineProperty(wrapped, 'name', { value: name });
+  wrappers.set(wrapped, [h, name]);
+  h.outer[name] = wrapped;
+  return wrapped;
+}
+
+/**
+ * instrumentation-http's patch of http(s).request or get, f, inside the
+ * hooks' wrapper: the preload makes the instrumentation's patch factories
+ * return this, so the hooks stay outermost however late it patches.
+ */
+export function outermost(f: unknown, protocol: string | undefined, name: 'request' | 'get'): unknown {
+  const h = protocol === undefined ? undefined : byProtocol.get(protocol);
+  return h && typeof f === 'function' ? wrapper(h, name, f as RequestFn) : f;
+}
+
+/** The module of a request wrapper of the hooks ("http:"), if r is one. */
+export function protocolOf(r: unknown): string | undefined {
+  return typeof r === 'function' ? wrappers.get(r as RequestFn)?.[0].defaultProtocol : undefined;
+}
+
+function passThrough<T>(fn: () => T): T {
+  depth++;
+  try {
+    return fn();
+  } finally {
+    depth--;
+  }
+}
+
+interface Call {
+  t: Target;
+  lc: LogicalCall;
+  a: Attempt;
+  peerOperation: () => string;
+}
+
+function begin(h: ClientHooks, settings: Resolved, args: unknown[]): Call | undefined {
+  let t: Target;
+  try {
+    t = targetOf(args, h.defaultProtocol);
+  } catch {
+    return undefined; // let http say what is wrong with the arguments
+  }
+  let peer: string;
+  try {
+    peer = peerAddress(t.url);
+  } catch {
+    peer = t.url.host;
+  }
+  const b = h.budgets;
+  // hasPolicy is decided at the first answer, when the body is known complete (or not).
+  const lc = new LogicalCall(
+    settings,
+    b,
+    b.for(peer),
+    peer,
+    false,
+    serverFault,
+    undefined,
+    undefined,
+    ledgerFrom(),
+    true
+  );
+  return { t, lc, a: new Attempt(lc, 0), peerOperation: () => operationOf(t.method, t.url) };
+}
+
+/** Makes the first attempt with c's attempt in the context, for the instrumentation's requestHook. */
+function first(c: Call, next: RequestFn, self: unknown, args: unknown[]): http.ClientRequest {
+  try {
+    return passThrough(() => context.with(c.a.context(), () => next.apply(self, args)));
+  } catch (e) {
+    c.a.settle(undefined, undefined);
+    c.a.end(c.peerOperation);
+    throw e;
+  }
+}
+
+function replaying(h: ClientHooks, next: RequestFn, self: unknown, args: unknown[]): http.ClientRequest {
+  const c = begin(h, h.settings, args);
+  if (!c) return next.apply(self, args);
+  // The response callback is kept off the request until the instrumentation's listeners are known.
+  const cb =
+    typeof args[args.length - 1] === 'function' ? (args[args.length - 1] as (...a: unknown[]) => void) : undefined;
+  const callArgs = cb ? args.slice(0, -1) : args;
+  const parent = context.active();
+  const req = first(c, next, self, callArgs);
+  try {
+    new ReplayingRequest(req, c.lc, c.a, {
+      request: () => h.mod.request as unknown as (...a: unknown[]) => http.ClientRequest,
+      args: callArgs,
+      method: c.t.method,
+      parent,
+      peerOperation: c.peerOperation,
+      passThrough,
+    });
+  } catch {
+    observe(req, c.a, c.peerOperation);
+  }
+  if (cb) req.once('response', context.bind(parent, cb));
+  return req;
+}
+
+function observed(h: ClientHooks, next: RequestFn, self: unknown, args: unknown[]): http.ClientRequest {
+  const c = begin(h, once, args);
+  if (!c) return next.apply(self, args);
+  const req = first(c, next, self, args);
+  requestAttempts.set(req, c.a);
+  observe(req, c.a, c.peerOperation);
+  return req;
 }
 
 /*

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 
 import type { Span } from '@opentelemetry/api';
-import { Attempt, bindActiveAttempt, bindAttempt } from '../http/attempt';
+import { bindActiveAttempt, bindAttempt } from '../http/attempt';
 import { httpResponseHook, undiciRequestHook, undiciResponseHook } from '../http/instrumentation';
+import { outermost, protocolOf, requestAttempts } from './client';
 
 /*
  * @opentelemetry/auto-instrumentations-node/register builds its
@@ -16,9 +17,6 @@ import { httpResponseHook, undiciRequestHook, undiciResponseHook } from '../http
  */
 
 const OURS = Symbol.for('errorownership.zerocode.hook');
-
-/** The attempts the zero-code http.request wrapper made, by the ClientRequest it got. */
-export const requestAttempts = new WeakMap<object, Attempt>();
 
 /**
  * requestHook for instrumentation-http under the preload: the attempt is in
@@ -82,12 +80,47 @@ function patch(cls: unknown, req: Hook, res: Hook): boolean {
   return true;
 }
 
+type Factory = (this: unknown, arg: unknown) => (original: unknown, name?: string) => unknown;
+
+const OUTER = Symbol.for('errorownership.zerocode.outermost');
+
+/**
+ * Makes HttpInstrumentation's patches of http(s).request and get come
+ * wrapped in the hooks' (outermost), whenever it patches: the hooks must
+ * see a request before the instrumentation's listeners and the caller's are
+ * on it, to tell them apart when a retry replaces the answer. Its https
+ * patches call the http factories at each request: those calls are left
+ * alone (only a module's own factory is wrapped).
+ */
+function keepOutermost(cls: unknown): void {
+  const proto = (cls as { prototype?: Record<string | symbol, unknown> }).prototype;
+  if (!proto || proto[OUTER]) return;
+  const wrap = (key: string, name: 'request' | 'get', protocol: (arg: unknown) => string | undefined): void => {
+    const make = proto[key];
+    if (typeof make !== 'function') return;
+    proto[key] = function (this: unknown, arg: unknown) {
+      const inner = (make as Factory).call(this, arg);
+      const p = protocol(arg);
+      if (typeof inner !== 'function' || p === undefined) return inner;
+      return (original: unknown, n?: string) => outermost(inner(original, n), p, name);
+    };
+  };
+  wrap('_getPatchOutgoingRequestFunction', 'request', c => (c === 'http' ? 'http:' : undefined));
+  wrap('_getPatchOutgoingGetFunction', 'get', r => (protocolOf(r) === 'http:' ? 'http:' : undefined));
+  wrap('_getPatchHttpsOutgoingRequestFunction', 'request', () => 'https:');
+  wrap('_getPatchHttpsOutgoingGetFunction', 'get', r => (protocolOf(r) === 'https:' ? 'https:' : undefined));
+  proto[OUTER] = true;
+}
+
 /** Patches the instrumentation classes a module's exports hold (HttpInstrumentation, UndiciInstrumentation). */
 export function patchInstrumentationExports(exports: unknown): number {
   if (typeof exports !== 'object' || exports === null) return 0;
   const e = exports as { HttpInstrumentation?: unknown; UndiciInstrumentation?: unknown };
   let n = 0;
-  if (patch(e.HttpInstrumentation, zeroCodeHttpRequestHook, httpResponseHook)) n++;
+  if (patch(e.HttpInstrumentation, zeroCodeHttpRequestHook, httpResponseHook)) {
+    keepOutermost(e.HttpInstrumentation);
+    n++;
+  }
   if (patch(e.UndiciInstrumentation, undiciRequestHook, undiciResponseHook)) n++;
   return n;
 }
