@@ -121,10 +121,22 @@ func (c *ownershipConnector) Start(ctx context.Context, host component.Host) err
 		if len(hubs) == 0 {
 			return fmt.Errorf("processor: no errorownership processor %s in this collector's pipelines; add it to a traces pipeline, or remove processor: to have the connector analyse the spans itself", c.cfg.Processor)
 		}
+		started := 0
 		for _, h := range hubs {
 			c.unsubscribe = append(c.unsubscribe, h.Subscribe(safeListener{c}))
+			if h.Started() {
+				started++
+			}
 		}
 		c.hubs = hubs
+		if started > 0 {
+			// The collector starts what is downstream of a processor first:
+			// this connector is not, and nothing orders their shutdowns.
+			c.logger.Warn("The errorownership connector starts after the processor it reads, so it is not downstream of it: "+
+				"the collector may shut it down first, and the processor's last figures, flushed at its shutdown, would be lost to the metrics. "+
+				"Put the connector in the exporters of the traces pipeline that has the processor in its processors",
+				zap.String("connector", c.idAttr.Value.AsString()), zap.Stringer("processor", c.cfg.Processor), zap.Int("instances_started", started))
+		}
 	} else if err := c.analysis.Start(ctx, host); err != nil {
 		return err
 	}
@@ -182,12 +194,11 @@ func (c *ownershipConnector) Shutdown(ctx context.Context) error {
 // shutdown flushes, will reach no metrics. The collector shuts a processor
 // down before the components downstream of it, so this happens only to a
 // connector outside the processor's pipeline, and there at random (the
-// order of unrelated components is not fixed). The collector tells no
-// component its pipelines (component.Host has no such view,
-// open-telemetry/opentelemetry-collector#2536), so neither the connector
-// nor the processor can see it before; nor can the connector see whether
-// the processor started before it. A processor withdraws its analysis
-// when it has shut down (figures.Publish).
+// order of unrelated components is not fixed), and Start warned of it
+// already. The collector tells no component its pipelines (component.Host
+// has no such view, open-telemetry/opentelemetry-collector#2536): the
+// start order is what shows it. A processor withdraws its analysis when it
+// has shut down (figures.Publish).
 func (c *ownershipConnector) checkShutdownOrder() {
 	if len(c.hubs) == 0 {
 		return

@@ -4,6 +4,7 @@ package errorownershipconnector
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,17 +22,18 @@ import (
 )
 
 // TestShutdownOrder: a connector beside the processor, downstream of it,
-// is shut down after it and gets its last bucket; one shut down first — as
-// happens, at random, to a connector outside the processor's pipeline —
-// says so at once, naming both and the fix, and misses the figures the
-// processor's shutdown flushes.
+// is started before it and shut down after it, and gets its last bucket.
+// One outside the processor's pipeline, which the collector may start
+// after the processor and then shuts down first, warns at its start and
+// says so again at its shutdown, naming both and the fix, and misses the
+// figures the processor's shutdown flushes.
 func TestShutdownOrder(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
 		connectorFirst bool
 	}{
 		{name: "processor first, as in its pipeline"},
-		{name: "connector first", connectorFirst: true},
+		{name: "processor started first, outside its pipeline", connectorFirst: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -52,18 +54,20 @@ func TestShutdownOrder(t *testing.T) {
 			sink := &consumertest.MetricsSink{}
 			c, err := NewFactory().CreateTracesToMetrics(ctx, set, testConfig(func(c *Config) { c.Processor = &procID }), sink)
 			require.NoError(t, err)
-			// As the collector starts them: downstream first.
-			require.NoError(t, c.Start(ctx, componenttest.NewNopHost()))
-			require.NoError(t, proc.Start(ctx, componenttest.NewNopHost()))
-			for _, td := range scenarioTraces(t, "chain_retry_every_hop") {
-				require.NoError(t, proc.ConsumeTraces(ctx, td))
-			}
-			first, second := component.Component(proc), component.Component(c)
+			// As the collector starts them, and shuts them down in the
+			// reverse order: downstream first when the connector is in the
+			// processor's pipeline.
+			first, second := component.Component(c), component.Component(proc)
 			if tc.connectorFirst {
 				first, second = second, first
 			}
-			require.NoError(t, first.Shutdown(ctx))
+			require.NoError(t, first.Start(ctx, componenttest.NewNopHost()))
+			require.NoError(t, second.Start(ctx, componenttest.NewNopHost()))
+			for _, td := range scenarioTraces(t, "chain_retry_every_hop") {
+				require.NoError(t, proc.ConsumeTraces(ctx, td))
+			}
 			require.NoError(t, second.Shutdown(ctx))
+			require.NoError(t, first.Shutdown(ctx))
 
 			served := readFigures(t, sink.AllMetrics()).sum("errorownership.requests.served")
 			if !tc.connectorFirst {
@@ -72,14 +76,22 @@ func TestShutdownOrder(t *testing.T) {
 				return
 			}
 			assert.Zero(t, served, "the last bucket came after the connector's last emission")
-			require.Equal(t, 1, logs.Len(), "one error")
-			e := logs.All()[0]
-			assert.Equal(t, zapcore.ErrorLevel, e.Level)
-			assert.Contains(t, e.Message, "shut down before the processor it reads")
-			assert.Contains(t, e.Message, "put the connector in the exporters of the traces pipeline that has the processor in its processors")
-			fields := e.ContextMap()
-			assert.Equal(t, "errorownership", fields["connector"])
-			assert.Equal(t, procID.String(), fields["processor"])
+			require.Equal(t, 2, logs.Len(), "a warning at start, an error at shutdown")
+			for i, want := range []struct {
+				level   zapcore.Level
+				message string
+			}{
+				{zapcore.WarnLevel, "starts after the processor it reads"},
+				{zapcore.ErrorLevel, "shut down before the processor it reads"},
+			} {
+				e := logs.All()[i]
+				assert.Equal(t, want.level, e.Level)
+				assert.Contains(t, e.Message, want.message)
+				assert.Contains(t, strings.ToLower(e.Message), "put the connector in the exporters of the traces pipeline that has the processor in its processors")
+				fields := e.ContextMap()
+				assert.Equal(t, "errorownership", fields["connector"])
+				assert.Equal(t, procID.String(), fields["processor"])
+			}
 		})
 	}
 }

@@ -73,7 +73,17 @@ type Listener interface {
 type Hub struct {
 	mu        sync.Mutex // serialises Subscribe and unsubscribing
 	listeners atomic.Pointer[[]Listener]
+	started   atomic.Bool
 }
+
+// MarkStarted records that the analysis has started. The collector starts
+// the components downstream of a processor before it, so a connector that
+// finds its processor started is not downstream of it, and will be shut
+// down first.
+func (h *Hub) MarkStarted() { h.started.Store(true) }
+
+// Started reports whether MarkStarted was called.
+func (h *Hub) Started() bool { return h.started.Load() }
 
 func (h *Hub) load() []Listener {
 	if l := h.listeners.Load(); l != nil {

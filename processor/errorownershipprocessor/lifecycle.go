@@ -56,6 +56,7 @@ func (p *ownershipProcessor) start(ctx context.Context, host component.Host) err
 		defer p.flushDone.Done()
 		p.flushLoop()
 	}()
+	p.hub.MarkStarted()
 	return nil
 }
 
