@@ -162,15 +162,21 @@ func Rules(cfg RulesConfig) ([]byte, error) {
 		return fmt.Sprintf(`on () group_left () %s{threshold=%q}`, recThreshold, name)
 	}
 	t := cfg.Thresholds
-	thresholds := []rule{
-		{Record: recThreshold, Expr: num(t.ServedPerRootRequest), Labels: map[string]string{"threshold": thresholdServed}},
-		{Record: recThreshold, Expr: num(t.RootRequestsPerSecond), Labels: map[string]string{"threshold": thresholdRootRequests}},
-		{Record: recThreshold, Expr: num(t.StormRadius), Labels: map[string]string{"threshold": thresholdRadius}},
-		{Record: recThreshold, Expr: num(t.RetriesAfterUnclaimed), Labels: map[string]string{"threshold": thresholdUnclaimed}},
-		{Record: recThreshold, Expr: num(t.ClaimAccuracy), Labels: map[string]string{"threshold": thresholdAccuracy}},
-		{Record: recThreshold, Expr: num(t.LabelledFailedPerSecond), Labels: map[string]string{"threshold": thresholdLabelled}},
-		{Record: recThreshold, Expr: num(t.CoincidentalShare), Labels: map[string]string{"threshold": thresholdCoincidental}},
-		{Record: recThreshold, Expr: num(t.HintsModelAge), Labels: map[string]string{"threshold": thresholdHintsAge}},
+	var thresholds []rule
+	for _, th := range []struct {
+		name  string
+		value float64
+	}{
+		{thresholdServed, t.ServedPerRootRequest},
+		{thresholdRootRequests, t.RootRequestsPerSecond},
+		{thresholdRadius, t.StormRadius},
+		{thresholdUnclaimed, t.RetriesAfterUnclaimed},
+		{thresholdAccuracy, t.ClaimAccuracy},
+		{thresholdLabelled, t.LabelledFailedPerSecond},
+		{thresholdCoincidental, t.CoincidentalShare},
+		{thresholdHintsAge, t.HintsModelAge},
+	} {
+		thresholds = append(thresholds, rule{Record: recThreshold, Expr: num(th.value), Labels: map[string]string{"threshold": th.name}})
 	}
 	sumRate := func(by, selector string) string {
 		return fmt.Sprintf("sum by (%s) (rate(%s[%s]))", by, selector, w)
