@@ -19,6 +19,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
+import io.github.errorownership.hooks.testing.HintsServer;
 import org.eclipse.jetty.util.ajax.JSON;
 import org.junit.jupiter.api.Test;
 
@@ -26,8 +27,9 @@ import org.junit.jupiter.api.Test;
  * The zero-code path: VectorApp, with nothing of the hooks on its class path, run in child JVMs
  * under the real agent 2.22.0 with the built extension jar (-Dotel.javaagent.extensions), spans
  * read from the agent's logging-otlp exporter. client.json and server.json (java.net.http and a
- * Jetty 12 servlet), HttpURLConnection calls claimed by the rules, the overhead against the agent
- * alone.
+ * Jetty 12 servlet; server.json's modes served as hints from 127.0.0.1), HttpURLConnection calls
+ * claimed by the rules, the hooks switched off as any instrumentation, the overhead against the
+ * agent alone.
  */
 class AgentExtensionIT {
   private static final String AGENT = System.getProperty("otel.agent.jar");
@@ -58,12 +60,18 @@ class AgentExtensionIT {
   }
 
   static Run run(boolean extension, Map<String, String> env, String... args) throws Exception {
+    return run(extension, env, List.of(), args);
+  }
+
+  static Run run(boolean extension, Map<String, String> env, List<String> jvmArgs, String... args)
+      throws Exception {
     List<String> cmd = new ArrayList<>();
     cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
     cmd.add("-javaagent:" + AGENT);
     if (extension) {
       cmd.add("-Dotel.javaagent.extensions=" + EXTENSION);
     }
+    cmd.addAll(jvmArgs);
     cmd.addAll(
         List.of(
             "-Dotel.traces.exporter=logging-otlp",
@@ -241,20 +249,94 @@ class AgentExtensionIT {
     }
   }
 
+  /**
+   * The hints of server.json's modes: the edge from GET /case/i to its call j (127.0.0.1, any port,
+   * peer operation GET /c{i}/{j}), as the collector would serve them for service checkout.
+   */
+  static String hints(Object[] cases) {
+    List<Object> edges = new ArrayList<>();
+    for (int i = 0; i < cases.length; i++) {
+      Object[] calls = (Object[]) ((Map<?, ?>) cases[i]).get("calls");
+      for (int j = 0; calls != null && j < calls.length; j++) {
+        Object mode = ((Map<?, ?>) calls[j]).get("mode");
+        if (mode != null) {
+          edges.add(
+              Map.of(
+                  "operation", "GET /case/" + i,
+                  "peer_service", "callee-" + i + "-" + j,
+                  "peer_addresses", List.of("127.0.0.1"),
+                  "peer_operation", "GET " + VectorApp.calleePath(i, j),
+                  "mode", mode));
+        }
+      }
+    }
+    return new JSON()
+        .toJSON(Map.of("version", 1, "service", "checkout", "ttl_seconds", 30, "edges", edges));
+  }
+
   @Test
   void serverVectors() throws Exception {
     Object[] cases = cases("server.json");
-    List<Integer> picks = new ArrayList<>();
-    for (int i = 0; i < cases.length; i++) {
-      // fail_open needs hints from a hints server: not in this runner yet.
-      if (!new JSON().toJSON(cases[i]).contains("fail_open")) {
-        picks.add(i);
-      }
-    }
     List<String> args =
         new ArrayList<>(List.of("server", CONFORMANCE.resolve("server.json").toString()));
-    picks.forEach(i -> args.add(Integer.toString(i)));
-    checkServer(run(true, Map.of(), args.toArray(String[]::new)), cases, picks);
+    List<Integer> picks = new ArrayList<>();
+    for (int i = 0; i < cases.length; i++) {
+      picks.add(i);
+      args.add(Integer.toString(i));
+      // The first case with a mode waits for the agent's hint client's first poll.
+      if (new JSON().toJSON(cases[i]).contains("\"mode\"") && !args.get(2).startsWith("--")) {
+        args.add(2, VectorApp.AWAIT + i);
+      }
+    }
+    try (HintsServer server = HintsServer.start()) {
+      server.serve(200, hints(cases), Map.of());
+      Map<String, String> env =
+          Map.of("ERROROWNERSHIP_HINTS_ENDPOINT", server.url(), "OTEL_SERVICE_NAME", "checkout");
+      checkServer(run(true, env, args.toArray(String[]::new)), cases, picks);
+      assertTrue(server.requests() > 0, "the agent's hint client never polled");
+    }
+  }
+
+  @Test
+  void offLikeAnyInstrumentation() throws Exception {
+    // The module's name is error-ownership: the agent reads otel.instrumentation.NAME.enabled.
+    List<String> off = List.of("-Dotel.instrumentation.error-ownership.enabled=false");
+    Object[] server = cases("server.json");
+    Object[] client = cases("client.json");
+    List<String> serverArgs =
+        new ArrayList<>(List.of("server", CONFORMANCE.resolve("server.json").toString()));
+    List<String> clientArgs =
+        new ArrayList<>(List.of("client", CONFORMANCE.resolve("client.json").toString()));
+    for (int i = 0; i < server.length; i++) {
+      serverArgs.add(Integer.toString(i));
+    }
+    for (int i = 0; i < client.length; i++) {
+      clientArgs.add(Integer.toString(i));
+    }
+    Run s = run(true, Map.of(), off, serverArgs.toArray(String[]::new));
+    for (int i = 0; i < server.length; i++) {
+      Map<?, ?> c = (Map<?, ?>) server[i];
+      Object[] set = (Object[]) c.get("set_claim");
+      // Only what the handler set itself (HttpURLConnection lists repeated headers last first).
+      assertEquals(
+          set == null ? List.of() : Arrays.stream(set).sorted().toList(),
+          Arrays.stream((Object[]) s.results().get(i).get("header")).sorted().toList(),
+          c.get("name") + ": Error-Claim with the hooks off");
+      assertEquals(Map.of(), ours(serverSpan(s, i)), c.get("name") + ": server span");
+    }
+    Run r = run(true, Map.of(), off, clientArgs.toArray(String[]::new));
+    for (int i = 0; i < client.length; i++) {
+      assertEquals(
+          1,
+          ((Object[]) r.results().get(i).get("requests")).length,
+          ((Map<?, ?>) client[i]).get("name") + ": one attempt with the hooks off");
+    }
+    for (SpanData span : s.spans()) {
+      assertEquals(Map.of(), ours(span), "a span with the hooks' attributes: " + span);
+    }
+    for (SpanData span : r.spans()) {
+      assertEquals(Map.of(), ours(span), "a span with the hooks' attributes: " + span);
+    }
   }
 
   @Test

@@ -26,6 +26,7 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import org.eclipse.jetty.ee10.servlet.ServletContextHandler;
 import org.eclipse.jetty.ee10.servlet.ServletHolder;
 import org.eclipse.jetty.server.Server;
@@ -40,6 +41,12 @@ import org.eclipse.jetty.util.ajax.JSON;
  * HttpURLConnection). Each case prints one line {@code RESULT <index> <json>}.
  */
 public final class VectorApp {
+  /**
+   * {@code --await=K}: before the cases, serve case K on /probe/K until its Error-Claim is the one
+   * the case wants: the agent's hint client polls once it starts, and the cases need its hints.
+   */
+  static final String AWAIT = "--await=";
+
   private VectorApp() {}
 
   public static void main(String[] args) throws Exception {
@@ -49,8 +56,13 @@ public final class VectorApp {
         (Object[])
             ((Map<?, ?>) new JSON().fromJSON(Files.readString(Path.of(args[1])))).get("cases");
     List<Integer> picks = new ArrayList<>();
+    int await = -1;
     for (int i = 2; i < args.length; i++) {
-      picks.add(Integer.parseInt(args[i]));
+      if (args[i].startsWith(AWAIT)) {
+        await = Integer.parseInt(args[i].substring(AWAIT.length()));
+      } else {
+        picks.add(Integer.parseInt(args[i]));
+      }
     }
     switch (args[0]) {
       case "client" -> {
@@ -58,7 +70,7 @@ public final class VectorApp {
           client(i, (Map<?, ?>) cases[i]);
         }
       }
-      case "server", "huc" -> server(args[0].equals("huc"), cases, picks);
+      case "server", "huc" -> server(args[0].equals("huc"), cases, picks, await);
       case "bench" -> bench(Integer.parseInt(args[2]));
       default -> throw new IllegalArgumentException(args[0]);
     }
@@ -95,7 +107,12 @@ public final class VectorApp {
     }
 
     String url() {
-      return "http://127.0.0.1:" + server.getAddress().getPort() + "/call";
+      return url("/call");
+    }
+
+    /** The callee's URL with {@code path}: the peer operation the hints name. */
+    String url(String path) {
+      return "http://127.0.0.1:" + server.getAddress().getPort() + path;
     }
 
     @Override
@@ -157,27 +174,29 @@ public final class VectorApp {
     }
   }
 
-  static void server(boolean huc, Object[] cases, List<Integer> picks) throws Exception {
+  static void server(boolean huc, Object[] cases, List<Integer> picks, int await)
+      throws Exception {
     Server server = new Server();
     ServerConnector connector = new ServerConnector(server);
     connector.setHost("127.0.0.1");
     server.addConnector(connector);
     ServletContextHandler context = new ServletContextHandler();
-    context.addServlet(
-        new ServletHolder(
+            HttpServlet servlet =
             new HttpServlet() {
               @Override
               protected void service(HttpServletRequest req, HttpServletResponse res)
                   throws IOException {
-                Map<?, ?> c = (Map<?, ?>) cases[Integer.parseInt(req.getPathInfo().substring(1))];
+                int index = Integer.parseInt(req.getPathInfo().substring(1));
+                Map<?, ?> c = (Map<?, ?>) cases[index];
                 Object[] calls = (Object[]) c.get("calls");
-                for (Object o : calls == null ? new Object[0] : calls) {
-                  Map<?, ?> call = (Map<?, ?>) o;
+                for (int j = 0; calls != null && j < calls.length; j++) {
+                  Map<?, ?> call = (Map<?, ?>) calls[j];
                   try (Callee callee = new Callee((Object[]) call.get("responses"))) {
+                    String url = callee.url(calleePath(index, j));
                     if (huc) {
-                      callHuc(callee.url());
+                      callHuc(url);
                     } else {
-                      call(call, callee.url());
+                      call(call, url);
                     }
                   } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
@@ -189,36 +208,58 @@ public final class VectorApp {
                 }
                 res.setStatus(((Number) c.get("status")).intValue());
               }
-            }),
-        "/case/*");
+            };
+    context.addServlet(new ServletHolder(servlet), "/case/*");
+    context.addServlet(new ServletHolder(servlet), "/probe/*");
     server.setHandler(context);
     server.start();
+    String base = "http://127.0.0.1:" + connector.getLocalPort();
     try {
+      if (await >= 0) {
+        Object want = ((Map<?, ?>) ((Map<?, ?>) cases[await]).get("want")).get("header");
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (!List.of(want).equals(front(base + "/probe/" + await).get("header"))) {
+          if (System.nanoTime() > deadline) {
+            throw new IllegalStateException("the hints did not arrive in 30 s");
+          }
+          Thread.sleep(50);
+        }
+      }
       for (int i : picks) {
-        // HttpURLConnection, which the hooks record but never retry: one request per case.
-        HttpURLConnection front =
-            (HttpURLConnection)
-                new URL("http://127.0.0.1:" + connector.getLocalPort() + "/case/" + i)
-                    .openConnection();
-        int status = front.getResponseCode();
-        List<String> header = new ArrayList<>();
-        front
-            .getHeaderFields()
-            .forEach(
-                (k, v) -> {
-                  if (k != null && k.equalsIgnoreCase("Error-Claim")) {
-                    header.addAll(v);
-                  }
-                });
-        front.disconnect();
-        Map<String, Object> out = new java.util.HashMap<>();
-        out.put("status", status);
-        out.put("header", header.toArray());
+        Map<String, Object> out = front(base + "/case/" + i);
         System.out.println("RESULT " + i + " " + new JSON().toJSON(out));
       }
     } finally {
       server.stop();
     }
+  }
+
+  /** The path of case {@code index}'s call {@code j}: its peer operation is GET /c{index}/{j}. */
+  public static String calleePath(int index, int j) {
+    return "/c" + index + "/" + j;
+  }
+
+  /**
+   * One request to the server through HttpURLConnection, which the hooks record but never retry:
+   * its status and Error-Claim values.
+   */
+  static Map<String, Object> front(String url) throws IOException {
+    HttpURLConnection front = (HttpURLConnection) new URL(url).openConnection();
+    int status = front.getResponseCode();
+    List<String> header = new ArrayList<>();
+    front
+        .getHeaderFields()
+        .forEach(
+            (k, v) -> {
+              if (k != null && k.equalsIgnoreCase("Error-Claim")) {
+                header.addAll(v);
+              }
+            });
+    front.disconnect();
+    Map<String, Object> out = new java.util.HashMap<>();
+    out.put("status", status);
+    out.put("header", header);
+    return out;
   }
 
   /** One servlet request making one HttpClient call, n times; prints the ns per request. */
