@@ -44,8 +44,11 @@ public final class ErrorOwnershipInstrumentationModule extends InstrumentationMo
 
   @Override
   public List<String> getAdditionalHelperClassNames() {
+    // The library's own servlet wrapper and send loop, relocated (shade rewrites these names too).
     return List.of(
-        "io.github.errorownership.javaagent.servlet.ClaimingResponse",
+        "io.github.errorownership.hooks.servlet.ClaimingResponse",
+        "io.github.errorownership.hooks.httpclient.SendLoop",
+        "io.github.errorownership.javaagent.servlet.AgentResponse",
         "io.github.errorownership.javaagent.httpclient.RetryingSend",
         "io.github.errorownership.javaagent.httpclient.RetryingSend$JdkCall");
   }
@@ -53,7 +56,9 @@ public final class ErrorOwnershipInstrumentationModule extends InstrumentationMo
   @Override
   public boolean isHelperClass(String className) {
     return className.startsWith("io.github.errorownership.javaagent.servlet.")
-        || className.startsWith("io.github.errorownership.javaagent.httpclient.");
+        || className.startsWith("io.github.errorownership.javaagent.httpclient.")
+        || className.startsWith("io.github.errorownership.hooks.servlet.ClaimingResponse")
+        || className.startsWith("io.github.errorownership.hooks.httpclient.SendLoop");
   }
 
   /** The first Servlet.service or Filter.doFilter of a request. */
@@ -89,11 +94,11 @@ public final class ErrorOwnershipInstrumentationModule extends InstrumentationMo
     private ServletAdvice() {}
 
     @Advice.OnMethodEnter(suppress = Throwable.class)
-    public static io.github.errorownership.javaagent.servlet.ClaimingResponse enter(
+    public static io.github.errorownership.javaagent.servlet.AgentResponse enter(
         @Advice.Argument(0) jakarta.servlet.ServletRequest request,
         @Advice.Argument(value = 1, readOnly = false) jakarta.servlet.ServletResponse response) {
-      io.github.errorownership.javaagent.servlet.ClaimingResponse w =
-          io.github.errorownership.javaagent.servlet.ClaimingResponse.enter(request, response);
+      io.github.errorownership.javaagent.servlet.AgentResponse w =
+          io.github.errorownership.javaagent.servlet.AgentResponse.enter(request, response);
       if (w != null) {
         response = w;
       }
@@ -102,7 +107,7 @@ public final class ErrorOwnershipInstrumentationModule extends InstrumentationMo
 
     @Advice.OnMethodExit(onThrowable = Throwable.class, suppress = Throwable.class)
     public static void exit(
-        @Advice.Enter io.github.errorownership.javaagent.servlet.ClaimingResponse w) {
+        @Advice.Enter io.github.errorownership.javaagent.servlet.AgentResponse w) {
       if (w != null) {
         w.exit();
       }
