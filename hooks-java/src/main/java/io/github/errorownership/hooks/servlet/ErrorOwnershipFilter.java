@@ -81,7 +81,9 @@ public final class ErrorOwnershipFilter implements Filter {
             ledger,
             fault,
             () ->
-                hints == null ? null : ServerRules.modes(hints, operation.apply(httpServletRequest)),
+                hints == null
+                    ? null
+                    : ServerRules.modes(hints, operation.apply(httpServletRequest)),
             () -> span);
     try (Scope ignored = parent.with(ledger).makeCurrent()) {
       chain.doFilter(request, wrapped);
@@ -89,7 +91,6 @@ public final class ErrorOwnershipFilter implements Filter {
       wrapped.finish();
     }
   }
-
 
   /** Builds an {@link ErrorOwnershipFilter}. */
   public static final class Builder {

@@ -114,7 +114,7 @@ public final class ClientAttempts
         ledger.end(call, Outcome.succeeded(peer, op));
         return;
       }
-      Claim received = error == null ? claim(request, response) : Claim.MISSING;
+      Claim received = error == null ? claim(request) : Claim.MISSING;
       ledger.end(call, Outcome.failed(peer, op, received, RetryDecision.NONE));
     }
   }
@@ -137,7 +137,7 @@ public final class ClientAttempts
    * The Error-Claim values of a response, for the client libraries whose types the bootstrap class
    * loader sees (java.base); others read as missing.
    */
-  private static Claim claim(Object request, Object response) {
+  private static Claim claim(Object request) {
     if (request instanceof HttpURLConnection c) {
       List<String> values = new ArrayList<>();
       for (Map.Entry<String, List<String>> e : c.getHeaderFields().entrySet()) {

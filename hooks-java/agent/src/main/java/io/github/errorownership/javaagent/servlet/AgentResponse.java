@@ -28,6 +28,8 @@ public final class AgentResponse extends ClaimingResponse {
   private final HttpServletRequest request;
   private final Scope scope;
 
+  // The scope spans the advised method: opened at its entry, closed by exit() at its exit.
+  @SuppressWarnings("MustBeClosedChecker")
   private AgentResponse(HttpServletResponse r, HttpServletRequest request, Ledger ledger) {
     super(
         r,
@@ -51,7 +53,7 @@ public final class AgentResponse extends ClaimingResponse {
           || request.getAttribute(MARK) != null) {
         return null;
       }
-      request.setAttribute(MARK, Boolean.TRUE);
+      request.setAttribute(MARK, true);
       return new AgentResponse(res, req, Ledger.create());
     } catch (RuntimeException e) {
       return null;

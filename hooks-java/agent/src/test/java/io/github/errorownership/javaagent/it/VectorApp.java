@@ -13,6 +13,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.HttpURLConnection;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.URI;
 import java.net.URL;
@@ -52,6 +53,10 @@ public final class VectorApp {
   public static void main(String[] args) throws Exception {
     // Without it the JDK server's small responses wait out the peer's delayed ACK (~40 ms each).
     System.setProperty("sun.net.httpserver.nodelay", "true");
+    if (args[0].equals("serve")) {
+      serve(args[1]);
+      return;
+    }
     Object[] cases =
         (Object[])
             ((Map<?, ?>) new JSON().fromJSON(Files.readString(Path.of(args[1])))).get("cases");
@@ -71,7 +76,6 @@ public final class VectorApp {
         }
       }
       case "server", "huc" -> server(args[0].equals("huc"), cases, picks, await);
-      case "bench" -> bench(Integer.parseInt(args[2]));
       default -> throw new IllegalArgumentException(args[0]);
     }
   }
@@ -83,7 +87,7 @@ public final class VectorApp {
     final List<Object> bodies = Collections.synchronizedList(new ArrayList<>());
 
     Callee(Object[] responses) throws IOException {
-      server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+      server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
       server.createContext(
           "/",
           ex -> {
@@ -174,41 +178,40 @@ public final class VectorApp {
     }
   }
 
-  static void server(boolean huc, Object[] cases, List<Integer> picks, int await)
-      throws Exception {
+  static void server(boolean huc, Object[] cases, List<Integer> picks, int await) throws Exception {
     Server server = new Server();
     ServerConnector connector = new ServerConnector(server);
     connector.setHost("127.0.0.1");
     server.addConnector(connector);
     ServletContextHandler context = new ServletContextHandler();
-            HttpServlet servlet =
-            new HttpServlet() {
-              @Override
-              protected void service(HttpServletRequest req, HttpServletResponse res)
-                  throws IOException {
-                int index = Integer.parseInt(req.getPathInfo().substring(1));
-                Map<?, ?> c = (Map<?, ?>) cases[index];
-                Object[] calls = (Object[]) c.get("calls");
-                for (int j = 0; calls != null && j < calls.length; j++) {
-                  Map<?, ?> call = (Map<?, ?>) calls[j];
-                  try (Callee callee = new Callee((Object[]) call.get("responses"))) {
-                    String url = callee.url(calleePath(index, j));
-                    if (huc) {
-                      callHuc(url);
-                    } else {
-                      call(call, url);
-                    }
-                  } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                  }
+    HttpServlet servlet =
+        new HttpServlet() {
+          @Override
+          protected void service(HttpServletRequest req, HttpServletResponse res)
+              throws IOException {
+            int index = Integer.parseInt(req.getPathInfo().substring(1));
+            Map<?, ?> c = (Map<?, ?>) cases[index];
+            Object[] calls = (Object[]) c.get("calls");
+            for (int j = 0; calls != null && j < calls.length; j++) {
+              Map<?, ?> call = (Map<?, ?>) calls[j];
+              try (Callee callee = new Callee((Object[]) call.get("responses"))) {
+                String url = callee.url(calleePath(index, j));
+                if (huc) {
+                  callHuc(url);
+                } else {
+                  call(call, url);
                 }
-                Object[] set = (Object[]) c.get("set_claim");
-                for (Object v : set == null ? new Object[0] : set) {
-                  res.addHeader("Error-Claim", (String) v);
-                }
-                res.setStatus(((Number) c.get("status")).intValue());
+              } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
               }
-            };
+            }
+            Object[] set = (Object[]) c.get("set_claim");
+            for (Object v : set == null ? new Object[0] : set) {
+              res.addHeader("Error-Claim", (String) v);
+            }
+            res.setStatus(((Number) c.get("status")).intValue());
+          }
+        };
     context.addServlet(new ServletHolder(servlet), "/case/*");
     context.addServlet(new ServletHolder(servlet), "/probe/*");
     server.setHandler(context);
@@ -262,43 +265,38 @@ public final class VectorApp {
     return out;
   }
 
-  /** One servlet request making one HttpClient call, n times; prints the ns per request. */
-  static void bench(int n) throws Exception {
-    Object[] ok = new Object[] {Map.of("status", 200L)};
-    try (Callee callee = new Callee(ok)) {
-      Server server = new Server();
-      ServerConnector connector = new ServerConnector(server);
-      connector.setHost("127.0.0.1");
-      server.addConnector(connector);
-      ServletContextHandler context = new ServletContextHandler();
-      String url = callee.url();
-      context.addServlet(
-          new ServletHolder(
-              new HttpServlet() {
-                @Override
-                protected void service(HttpServletRequest req, HttpServletResponse res)
-                    throws IOException {
-                  try {
-                    call(Map.of("method", "GET"), url);
-                  } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                  }
-                  res.setStatus(200);
+  /**
+   * The benchmark's service: a servlet on /work making one HttpClient call to {@code calleeUrl};
+   * prints {@code PORT <port>} and serves until its standard input closes.
+   */
+  static void serve(String calleeUrl) throws Exception {
+    Server server = new Server();
+    ServerConnector connector = new ServerConnector(server);
+    connector.setHost("127.0.0.1");
+    server.addConnector(connector);
+    ServletContextHandler context = new ServletContextHandler();
+    context.addServlet(
+        new ServletHolder(
+            new HttpServlet() {
+              @Override
+              protected void service(HttpServletRequest req, HttpServletResponse res)
+                  throws IOException {
+                try {
+                  call(Map.of("method", "GET"), calleeUrl);
+                } catch (InterruptedException e) {
+                  Thread.currentThread().interrupt();
                 }
-              }),
-          "/work");
-      server.setHandler(context);
-      server.start();
-      URL front = new URL("http://127.0.0.1:" + connector.getLocalPort() + "/work");
-      for (int i = 0; i < n / 2; i++) {
-        callHuc(front.toString());
-      }
-      long t0 = System.nanoTime();
-      for (int i = 0; i < n; i++) {
-        callHuc(front.toString());
-      }
-      System.out.println("BENCH " + (System.nanoTime() - t0) / n);
-      server.stop();
+                res.setStatus(200);
+              }
+            }),
+        "/work");
+    server.setHandler(context);
+    server.start();
+    System.out.println("PORT " + connector.getLocalPort());
+    System.out.flush();
+    while (System.in.read() >= 0) {
+      // until the runner closes the pipe
     }
+    server.stop();
   }
 }
