@@ -2,6 +2,7 @@
 
 package io.github.errorownership.javaagent;
 
+import static net.bytebuddy.matcher.ElementMatchers.isConstructor;
 import static net.bytebuddy.matcher.ElementMatchers.isPublic;
 import static net.bytebuddy.matcher.ElementMatchers.named;
 import static net.bytebuddy.matcher.ElementMatchers.takesArgument;
@@ -39,7 +40,10 @@ public final class ErrorOwnershipInstrumentationModule extends InstrumentationMo
 
   @Override
   public List<TypeInstrumentation> typeInstrumentations() {
-    return List.of(new ServletInstrumentation(), new HttpClientFacadeInstrumentation());
+    return List.of(
+        new ServletInstrumentation(),
+        new HttpClientFacadeInstrumentation(),
+        new OkHttpClientInstrumentation());
   }
 
   @Override
@@ -47,18 +51,23 @@ public final class ErrorOwnershipInstrumentationModule extends InstrumentationMo
     // The library's own servlet wrapper and send loop, relocated (shade rewrites these names too).
     return List.of(
         "io.github.errorownership.hooks.servlet.ClaimingResponse",
-        "io.github.errorownership.hooks.httpclient.SendLoop",
+        "io.github.errorownership.hooks.httpclient.JdkCalls",
         "io.github.errorownership.javaagent.servlet.AgentResponse",
         "io.github.errorownership.javaagent.httpclient.RetryingSend",
-        "io.github.errorownership.javaagent.httpclient.RetryingSend$JdkCall");
+        "io.github.errorownership.javaagent.httpclient.RetryingSend$JdkCall",
+        "io.github.errorownership.hooks.okhttp.ErrorOwnershipInterceptor",
+        "io.github.errorownership.javaagent.okhttp.RetryingInterceptor",
+        "io.github.errorownership.javaagent.okhttp.RetryingInterceptor$OkCall");
   }
 
   @Override
   public boolean isHelperClass(String className) {
     return className.startsWith("io.github.errorownership.javaagent.servlet.")
         || className.startsWith("io.github.errorownership.javaagent.httpclient.")
+        || className.startsWith("io.github.errorownership.javaagent.okhttp.")
+        || className.startsWith("io.github.errorownership.hooks.okhttp.ErrorOwnershipInterceptor")
         || className.startsWith("io.github.errorownership.hooks.servlet.ClaimingResponse")
-        || className.startsWith("io.github.errorownership.hooks.httpclient.SendLoop");
+        || className.startsWith("io.github.errorownership.hooks.httpclient.JdkCalls");
   }
 
   /** The first Servlet.service or Filter.doFilter of a request. */
@@ -156,6 +165,43 @@ public final class ErrorOwnershipInstrumentationModule extends InstrumentationMo
         @Advice.Return(readOnly = false, typing = Assigner.Typing.DYNAMIC) Object response) {
       if (sent != null) {
         response = sent;
+      }
+    }
+  }
+
+  /**
+   * The OkHttpClient constructor, where the agent adds its interceptors to the builder: the hooks'
+   * retry loop goes after them, so each attempt passes the agent's tracing network interceptor.
+   */
+  public static final class OkHttpClientInstrumentation implements TypeInstrumentation {
+    @Override
+    public ElementMatcher<TypeDescription> typeMatcher() {
+      return named("okhttp3.OkHttpClient");
+    }
+
+    @Override
+    public void transform(TypeTransformer transformer) {
+      transformer.applyAdviceToMethod(
+          isConstructor()
+              .and(takesArguments(1))
+              .and(takesArgument(0, named("okhttp3.OkHttpClient$Builder"))),
+          ErrorOwnershipInstrumentationModule.class.getName() + "$OkHttpAdvice");
+    }
+  }
+
+  /** Adds the retry loop once per builder. */
+  @SuppressWarnings("unused")
+  public static final class OkHttpAdvice {
+    private OkHttpAdvice() {}
+
+    @Advice.OnMethodEnter(suppress = Throwable.class)
+    public static void enter(@Advice.Argument(0) okhttp3.OkHttpClient.Builder builder) {
+      if (!builder
+          .interceptors()
+          .contains(io.github.errorownership.javaagent.okhttp.RetryingInterceptor.INSTANCE)) {
+        builder
+            .interceptors()
+            .add(io.github.errorownership.javaagent.okhttp.RetryingInterceptor.INSTANCE);
       }
     }
   }

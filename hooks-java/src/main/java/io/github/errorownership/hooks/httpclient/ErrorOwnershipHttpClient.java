@@ -11,6 +11,7 @@ import io.github.errorownership.hooks.RetryDecision;
 import io.github.errorownership.hooks.internal.ClientCallState;
 import io.github.errorownership.hooks.internal.HttpRules;
 import io.github.errorownership.hooks.internal.RetrySettings;
+import io.github.errorownership.hooks.internal.SendLoop;
 import io.opentelemetry.api.OpenTelemetry;
 import io.opentelemetry.api.trace.Span;
 import io.opentelemetry.context.Context;
@@ -83,7 +84,7 @@ public final class ErrorOwnershipHttpClient extends HttpClient {
 
   /** The default retry policy: an idempotent method or an idempotency key. */
   public static boolean idempotent(HttpRequest r) {
-    return SendLoop.idempotent(r);
+    return JdkCalls.idempotent(r);
   }
 
   /** Reads the {@code Error-Claim} header of a response. */
@@ -97,16 +98,14 @@ public final class ErrorOwnershipHttpClient extends HttpClient {
     Context parent = Context.current();
     ClientCallState call = begin(request);
     return SendLoop.run(
-        request,
-        new SendLoop<T>() {
+        new SendLoop<HttpResponse<T>>() {
           private Span span;
           private Claim received = Claim.MISSING;
 
           @Override
-          public HttpResponse<T> attempt(int n, HttpRequest r)
-              throws IOException, InterruptedException {
-            span = startSpan(r, parent);
-            HttpRequest ar = attemptRequest(r, n, parent, span);
+          public HttpResponse<T> attempt(int n) throws IOException, InterruptedException {
+            span = startSpan(request, parent);
+            HttpRequest ar = attemptRequest(request, n, parent, span);
             try (Scope ignored = span == null ? null : parent.with(span).makeCurrent()) {
               return delegate.send(ar, handler);
             }
@@ -131,6 +130,11 @@ public final class ErrorOwnershipHttpClient extends HttpClient {
           public void aborted(int n, Exception e) {
             HttpRules.endAttemptSpan(span, -1, e);
             call.failed(n, Claim.MISSING, 0, true, span);
+          }
+
+          @Override
+          public void discard(HttpResponse<T> res) {
+            JdkCalls.discard(res);
           }
 
           @Override
@@ -215,7 +219,7 @@ public final class ErrorOwnershipHttpClient extends HttpClient {
                   }
                   return;
                 }
-                SendLoop.discard(res);
+                JdkCalls.discard(res);
                 Executor later =
                     CompletableFuture.delayedExecutor(call.delayNanos, TimeUnit.NANOSECONDS);
                 later.execute(
@@ -249,7 +253,7 @@ public final class ErrorOwnershipHttpClient extends HttpClient {
     if (attempt == 0 && span == null) {
       return request;
     }
-    HttpRequest.Builder b = SendLoop.attemptBuilder(request, attempt);
+    HttpRequest.Builder b = JdkCalls.attemptBuilder(request, attempt);
     if (span != null) {
       settings
           .openTelemetry

@@ -33,6 +33,8 @@ public final class ClientAttempts
   private static final ContextKey<Plain> PLAIN = ContextKey.named("errorownership-agent-plain");
   private static final AttributeKey<String> URL_FULL = AttributeKey.stringKey("url.full");
   private static final AttributeKey<String> METHOD = AttributeKey.stringKey("http.request.method");
+  private static final AttributeKey<Long> RESEND_COUNT =
+      AttributeKey.longKey("http.request.resend_count");
   private static final AttributeKey<Long> STATUS =
       AttributeKey.longKey("http.response.status_code");
 
@@ -64,7 +66,13 @@ public final class ClientAttempts
   }
 
   @Override
-  public void onStart(AttributesBuilder attributes, Context parent, Object request) {}
+  public void onStart(AttributesBuilder attributes, Context parent, Object request) {
+    // The instrumentations that count resends themselves (okhttp) have put the count by now.
+    LoopCall call = parent.get(LoopCall.KEY);
+    if (call != null && attributes instanceof Attributes a && a.get(RESEND_COUNT) != null) {
+      call.resendCounted();
+    }
+  }
 
   @Override
   public void onEnd(

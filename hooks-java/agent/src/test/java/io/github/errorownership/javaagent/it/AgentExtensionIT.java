@@ -32,10 +32,10 @@ import org.junit.jupiter.api.Test;
 /**
  * The zero-code path: VectorApp, with nothing of the hooks on its class path, run in child JVMs
  * under the real agent 2.22.0 with the built extension jar (-Dotel.javaagent.extensions), spans
- * read from the agent's logging-otlp exporter. client.json and server.json (java.net.http and a
- * Jetty 12 servlet; server.json's modes served as hints from 127.0.0.1), HttpURLConnection calls
- * claimed by the rules, the hooks switched off as any instrumentation, the overhead against the
- * agent alone.
+ * read from the agent's logging-otlp exporter. client.json (java.net.http, and OkHttp 4) and
+ * server.json (a Jetty 12 servlet; server.json's modes served as hints from 127.0.0.1),
+ * HttpURLConnection calls claimed by the rules, the hooks switched off as any instrumentation, the
+ * overhead against the agent alone.
  */
 class AgentExtensionIT {
   static {
@@ -164,6 +164,16 @@ class AgentExtensionIT {
 
   @Test
   void clientVectors() throws Exception {
+    clientVectors("client", "io.opentelemetry.java-http-client");
+  }
+
+  @Test
+  void clientVectorsThroughOkHttp() throws Exception {
+    clientVectors("okhttp", "io.opentelemetry.okhttp-3.0");
+  }
+
+  /** client.json through the client {@code mode} names, each attempt a span of {@code scope}. */
+  static void clientVectors(String mode, String scope) throws Exception {
     Object[] cases = cases("client.json");
     // One child JVM per configuration: the environment is the hooks' only setting.
     Map<String, List<String>> byEnv = new TreeMap<>();
@@ -187,7 +197,7 @@ class AgentExtensionIT {
     int checked = 0;
     for (Map.Entry<String, List<String>> e : byEnv.entrySet()) {
       List<String> args =
-          new ArrayList<>(List.of("client", CONFORMANCE.resolve("client.json").toString()));
+          new ArrayList<>(List.of(mode, CONFORMANCE.resolve("client.json").toString()));
       args.addAll(e.getValue());
       Run run = run(true, envs.get(e.getKey()), args.toArray(String[]::new));
       for (String idx : e.getValue()) {
@@ -221,7 +231,7 @@ class AgentExtensionIT {
             wantSpans.length, attempts.size(), name + ": one agent CLIENT span per attempt");
         for (int a = 0; a < wantSpans.length; a++) {
           SpanData s = attempts.get(a);
-          assertEquals("io.opentelemetry.java-http-client", s.scope(), name + ": the agent's span");
+          assertEquals(scope, s.scope(), name + ": the agent's span");
           assertEquals(want((Map<?, ?>) wantSpans[a]), ours(s), name + ": attempt " + a);
           assertEquals(0, s.dropped(), name + ": attempt " + a + " dropped attributes");
         }
@@ -333,17 +343,20 @@ class AgentExtensionIT {
       assertEquals(Map.of(), ours(serverSpan(s, i)), c.get("name") + ": server span");
     }
     Run r = run(true, Map.of(), off, clientArgs.toArray(String[]::new));
-    for (int i = 0; i < client.length; i++) {
-      assertEquals(
-          1,
-          ((Object[]) r.results().get(i).get("requests")).length,
-          ((Map<?, ?>) client[i]).get("name") + ": one attempt with the hooks off");
+    clientArgs.set(0, "okhttp");
+    Run ok = run(true, Map.of(), off, clientArgs.toArray(String[]::new));
+    for (Run run : List.of(r, ok)) {
+      for (int i = 0; i < client.length; i++) {
+        assertEquals(
+            1,
+            ((Object[]) run.results().get(i).get("requests")).length,
+            ((Map<?, ?>) client[i]).get("name") + ": one attempt with the hooks off");
+      }
     }
-    for (SpanData span : s.spans()) {
-      assertEquals(Map.of(), ours(span), "a span with the hooks' attributes: " + span);
-    }
-    for (SpanData span : r.spans()) {
-      assertEquals(Map.of(), ours(span), "a span with the hooks' attributes: " + span);
+    for (Run run : List.of(s, r, ok)) {
+      for (SpanData span : run.spans()) {
+        assertEquals(Map.of(), ours(span), "a span with the hooks' attributes: " + span);
+      }
     }
   }
 

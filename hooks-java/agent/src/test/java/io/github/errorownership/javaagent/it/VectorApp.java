@@ -28,6 +28,10 @@ import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import okhttp3.OkHttpClient;
+import okhttp3.Request;
+import okhttp3.RequestBody;
+import okhttp3.Response;
 import org.eclipse.jetty.ee10.servlet.ServletContextHandler;
 import org.eclipse.jetty.ee10.servlet.ServletHolder;
 import org.eclipse.jetty.server.Server;
@@ -70,9 +74,9 @@ public final class VectorApp {
       }
     }
     switch (args[0]) {
-      case "client" -> {
+      case "client", "okhttp" -> {
         for (int i : picks) {
-          client(i, (Map<?, ?>) cases[i]);
+          client(args[0].equals("okhttp"), i, (Map<?, ?>) cases[i]);
         }
       }
       case "server", "huc" -> server(args[0].equals("huc"), cases, picks, await);
@@ -144,6 +148,32 @@ public final class VectorApp {
     return HTTP.send(b.build(), HttpResponse.BodyHandlers.ofString()).statusCode();
   }
 
+  static final OkHttpClient OKHTTP = new OkHttpClient();
+
+  /** The call through OkHttp 4: {@code OKHTTP}, built by the application as usual. */
+  static int callOkHttp(Map<?, ?> c, String url) throws IOException {
+    String method = (String) c.get("method");
+    String body = (String) c.get("body");
+    Request.Builder b =
+        new Request.Builder()
+            .url(url)
+            .method(
+                method,
+                body == null && !method.equals("POST") && !method.equals("PUT")
+                    ? null
+                    : RequestBody.create(body == null ? "" : body, null));
+    Map<?, ?> headers = (Map<?, ?>) c.get("headers");
+    if (headers != null) {
+      headers.forEach((k, v) -> b.header((String) k, (String) v));
+    }
+    try (Response r = OKHTTP.newCall(b.build()).execute()) {
+      if (r.body() != null) {
+        r.body().bytes();
+      }
+      return r.code();
+    }
+  }
+
   static int callHuc(String url) throws IOException {
     HttpURLConnection c = (HttpURLConnection) new URL(url).openConnection();
     int status = c.getResponseCode();
@@ -155,12 +185,12 @@ public final class VectorApp {
     return status;
   }
 
-  static void client(int index, Map<?, ?> c) throws Exception {
+  static void client(boolean okhttp, int index, Map<?, ?> c) throws Exception {
     try (Callee callee = new Callee((Object[]) c.get("responses"))) {
       Span root = GlobalOpenTelemetry.getTracer("vectors").spanBuilder("case " + index).startSpan();
       int status;
       try (Scope ignored = root.makeCurrent()) {
-        status = call(c, callee.url());
+        status = okhttp ? callOkHttp(c, callee.url()) : call(c, callee.url());
       } finally {
         root.end();
       }
