@@ -12,6 +12,7 @@ import io.github.errorownership.hooks.internal.ClientCallState;
 import io.github.errorownership.hooks.internal.HttpRules;
 import io.github.errorownership.hooks.internal.RetrySettings;
 import io.github.errorownership.hooks.internal.SendLoop;
+import io.github.errorownership.hooks.internal.SpanLoop;
 import io.opentelemetry.api.OpenTelemetry;
 import io.opentelemetry.api.trace.Span;
 import io.opentelemetry.context.Context;
@@ -98,13 +99,15 @@ public final class ErrorOwnershipHttpClient extends HttpClient {
     Context parent = Context.current();
     ClientCallState call = begin(request);
     return SendLoop.run(
-        new SendLoop<HttpResponse<T>>() {
-          private Span span;
-          private Claim received = Claim.MISSING;
+        new SpanLoop<HttpResponse<T>>(call) {
+          @Override
+          protected Span startSpan(int n) {
+            return ErrorOwnershipHttpClient.this.startSpan(request, parent);
+          }
 
           @Override
-          public HttpResponse<T> attempt(int n) throws IOException, InterruptedException {
-            span = startSpan(request, parent);
+          protected HttpResponse<T> send(int n, Span span)
+              throws IOException, InterruptedException {
             HttpRequest ar = attemptRequest(request, n, parent, span);
             try (Scope ignored = span == null ? null : parent.with(span).makeCurrent()) {
               return delegate.send(ar, handler);
@@ -112,39 +115,23 @@ public final class ErrorOwnershipHttpClient extends HttpClient {
           }
 
           @Override
-          public RetryDecision ended(int n, HttpResponse<T> res, IOException failure) {
-            int status = res == null ? -1 : res.statusCode();
-            if (res != null && !HttpRules.serverFault(status)) {
-              call.succeeded(n, span);
-              HttpRules.endAttemptSpan(span, status, null);
-              return RetryDecision.NONE;
-            }
-            received = res == null ? Claim.MISSING : claimOf(res.headers());
-            RetryDecision d =
-                call.failed(n, received, 0, Thread.currentThread().isInterrupted(), span);
-            HttpRules.endAttemptSpan(span, status, failure);
-            return d;
+          protected int status(HttpResponse<T> res) {
+            return res.statusCode();
           }
 
           @Override
-          public void aborted(int n, Exception e) {
-            HttpRules.endAttemptSpan(span, -1, e);
-            call.failed(n, Claim.MISSING, 0, true, span);
+          protected Claim claim(HttpResponse<T> res) {
+            return claimOf(res.headers());
+          }
+
+          @Override
+          protected boolean canceled(IOException failure) {
+            return Thread.currentThread().isInterrupted();
           }
 
           @Override
           public void discard(HttpResponse<T> res) {
             JdkCalls.discard(res);
-          }
-
-          @Override
-          public long delayNanos() {
-            return call.delayNanos;
-          }
-
-          @Override
-          public void abandoned() {
-            call.abandoned(received);
           }
         });
   }

@@ -7,11 +7,11 @@ import io.github.errorownership.hooks.HintSource;
 import io.github.errorownership.hooks.Ledger;
 import io.github.errorownership.hooks.OwnershipNames;
 import io.github.errorownership.hooks.RetryBudget;
-import io.github.errorownership.hooks.RetryDecision;
 import io.github.errorownership.hooks.internal.ClientCallState;
 import io.github.errorownership.hooks.internal.HttpRules;
 import io.github.errorownership.hooks.internal.RetrySettings;
 import io.github.errorownership.hooks.internal.SendLoop;
+import io.github.errorownership.hooks.internal.SpanLoop;
 import io.opentelemetry.api.OpenTelemetry;
 import io.opentelemetry.api.trace.Span;
 import io.opentelemetry.context.Context;
@@ -88,13 +88,14 @@ public final class ErrorOwnershipInterceptor implements Interceptor {
             true);
     try {
       return SendLoop.run(
-          new SendLoop<Response>() {
-            private Span span;
-            private Claim received = Claim.MISSING;
+          new SpanLoop<Response>(call) {
+            @Override
+            protected Span startSpan(int n) {
+              return ErrorOwnershipInterceptor.this.startSpan(request, parent);
+            }
 
             @Override
-            public Response attempt(int n) throws IOException {
-              span = startSpan(request, parent);
+            protected Response send(int n, Span span) throws IOException {
               Request ar = attemptRequest(request, n, parent, span);
               try (Scope ignored = span == null ? null : parent.with(span).makeCurrent()) {
                 return chain.proceed(ar);
@@ -102,40 +103,23 @@ public final class ErrorOwnershipInterceptor implements Interceptor {
             }
 
             @Override
-            public RetryDecision ended(int n, Response res, IOException failure) {
-              int status = res == null ? -1 : res.code();
-              if (res != null && !HttpRules.serverFault(status)) {
-                call.succeeded(n, span);
-                HttpRules.endAttemptSpan(span, status, null);
-                return RetryDecision.NONE;
-              }
-              received = res == null ? Claim.MISSING : claimOf(res);
-              boolean canceled =
-                  chain.call().isCanceled() || failure instanceof InterruptedIOException;
-              RetryDecision d = call.failed(n, received, 0, canceled, span);
-              HttpRules.endAttemptSpan(span, status, failure);
-              return d;
+            protected int status(Response res) {
+              return res.code();
             }
 
             @Override
-            public void aborted(int n, Exception e) {
-              HttpRules.endAttemptSpan(span, -1, e);
-              call.failed(n, Claim.MISSING, 0, true, span);
+            protected Claim claim(Response res) {
+              return claimOf(res);
+            }
+
+            @Override
+            protected boolean canceled(IOException failure) {
+              return chain.call().isCanceled() || failure instanceof InterruptedIOException;
             }
 
             @Override
             public void discard(Response res) {
               res.close();
-            }
-
-            @Override
-            public long delayNanos() {
-              return call.delayNanos;
-            }
-
-            @Override
-            public void abandoned() {
-              call.abandoned(received);
             }
           });
     } catch (InterruptedException e) {
