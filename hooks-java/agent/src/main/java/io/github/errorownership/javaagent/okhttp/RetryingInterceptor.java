@@ -31,7 +31,13 @@ public final class RetryingInterceptor implements Interceptor {
   @Override
   public Response intercept(Chain chain) throws IOException {
     Request request = chain.request();
-    boolean replayable = request.body() == null || !request.body().isOneShot();
+    boolean replayable;
+    try {
+      replayable = request.body() == null || !request.body().isOneShot();
+    } catch (LinkageError e) {
+      // OkHttp before 3.14 has no one-shot bodies: only calls without a body are retried
+      replayable = request.body() == null;
+    }
     try {
       return SendLoop.run(
           new OkCall(
