@@ -201,10 +201,11 @@ lint-python: hooks-python/.venv/.deps
 lint-node: hooks-node/node_modules/.deps
 	cd hooks-node && npm run lint
 
-## lint-java: google-java-format (through Spotless) and Error Prone over the Java hooks (hooks-java/pom.xml, profile lint)
+## lint-java: google-java-format (through Spotless) and Error Prone over the Java hooks and their agent extension (hooks-java/pom.xml and hooks-java/agent/pom.xml, profile lint)
 .PHONY: lint-java
 lint-java:
 	cd hooks-java && mvn -B -q -ntp -P lint clean test-compile
+	cd hooks-java/agent && mvn -B -q -ntp -P lint clean test-compile
 
 ## bench: every module's benchmarks, with their figures (docs/testing.md)
 bench:

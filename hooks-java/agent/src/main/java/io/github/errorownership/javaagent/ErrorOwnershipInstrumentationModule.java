@@ -2,6 +2,7 @@
 
 package io.github.errorownership.javaagent;
 
+import static net.bytebuddy.matcher.ElementMatchers.isConstructor;
 import static net.bytebuddy.matcher.ElementMatchers.isPublic;
 import static net.bytebuddy.matcher.ElementMatchers.named;
 import static net.bytebuddy.matcher.ElementMatchers.takesArgument;
@@ -39,21 +40,34 @@ public final class ErrorOwnershipInstrumentationModule extends InstrumentationMo
 
   @Override
   public List<TypeInstrumentation> typeInstrumentations() {
-    return List.of(new ServletInstrumentation(), new HttpClientFacadeInstrumentation());
+    return List.of(
+        new ServletInstrumentation(),
+        new HttpClientFacadeInstrumentation(),
+        new OkHttpClientInstrumentation());
   }
 
   @Override
   public List<String> getAdditionalHelperClassNames() {
+    // The library's own servlet wrapper and send loop, relocated (shade rewrites these names too).
     return List.of(
-        "io.github.errorownership.javaagent.servlet.ClaimingResponse",
+        "io.github.errorownership.hooks.servlet.ClaimingResponse",
+        "io.github.errorownership.hooks.httpclient.JdkCalls",
+        "io.github.errorownership.javaagent.servlet.AgentResponse",
         "io.github.errorownership.javaagent.httpclient.RetryingSend",
-        "io.github.errorownership.javaagent.httpclient.RetryingSend$JdkCall");
+        "io.github.errorownership.javaagent.httpclient.RetryingSend$JdkCall",
+        "io.github.errorownership.hooks.okhttp.ErrorOwnershipInterceptor",
+        "io.github.errorownership.javaagent.okhttp.RetryingInterceptor",
+        "io.github.errorownership.javaagent.okhttp.RetryingInterceptor$OkCall");
   }
 
   @Override
   public boolean isHelperClass(String className) {
     return className.startsWith("io.github.errorownership.javaagent.servlet.")
-        || className.startsWith("io.github.errorownership.javaagent.httpclient.");
+        || className.startsWith("io.github.errorownership.javaagent.httpclient.")
+        || className.startsWith("io.github.errorownership.javaagent.okhttp.")
+        || className.startsWith("io.github.errorownership.hooks.okhttp.ErrorOwnershipInterceptor")
+        || className.startsWith("io.github.errorownership.hooks.servlet.ClaimingResponse")
+        || className.startsWith("io.github.errorownership.hooks.httpclient.JdkCalls");
   }
 
   /** The first Servlet.service or Filter.doFilter of a request. */
@@ -89,11 +103,11 @@ public final class ErrorOwnershipInstrumentationModule extends InstrumentationMo
     private ServletAdvice() {}
 
     @Advice.OnMethodEnter(suppress = Throwable.class)
-    public static io.github.errorownership.javaagent.servlet.ClaimingResponse enter(
+    public static io.github.errorownership.javaagent.servlet.AgentResponse enter(
         @Advice.Argument(0) jakarta.servlet.ServletRequest request,
         @Advice.Argument(value = 1, readOnly = false) jakarta.servlet.ServletResponse response) {
-      io.github.errorownership.javaagent.servlet.ClaimingResponse w =
-          io.github.errorownership.javaagent.servlet.ClaimingResponse.enter(request, response);
+      io.github.errorownership.javaagent.servlet.AgentResponse w =
+          io.github.errorownership.javaagent.servlet.AgentResponse.enter(request, response);
       if (w != null) {
         response = w;
       }
@@ -102,7 +116,7 @@ public final class ErrorOwnershipInstrumentationModule extends InstrumentationMo
 
     @Advice.OnMethodExit(onThrowable = Throwable.class, suppress = Throwable.class)
     public static void exit(
-        @Advice.Enter io.github.errorownership.javaagent.servlet.ClaimingResponse w) {
+        @Advice.Enter io.github.errorownership.javaagent.servlet.AgentResponse w) {
       if (w != null) {
         w.exit();
       }
@@ -151,6 +165,43 @@ public final class ErrorOwnershipInstrumentationModule extends InstrumentationMo
         @Advice.Return(readOnly = false, typing = Assigner.Typing.DYNAMIC) Object response) {
       if (sent != null) {
         response = sent;
+      }
+    }
+  }
+
+  /**
+   * The OkHttpClient constructor, where the agent adds its interceptors to the builder: the hooks'
+   * retry loop goes after them, so each attempt passes the agent's tracing network interceptor.
+   */
+  public static final class OkHttpClientInstrumentation implements TypeInstrumentation {
+    @Override
+    public ElementMatcher<TypeDescription> typeMatcher() {
+      return named("okhttp3.OkHttpClient");
+    }
+
+    @Override
+    public void transform(TypeTransformer transformer) {
+      transformer.applyAdviceToMethod(
+          isConstructor()
+              .and(takesArguments(1))
+              .and(takesArgument(0, named("okhttp3.OkHttpClient$Builder"))),
+          ErrorOwnershipInstrumentationModule.class.getName() + "$OkHttpAdvice");
+    }
+  }
+
+  /** Adds the retry loop once per builder. */
+  @SuppressWarnings("unused")
+  public static final class OkHttpAdvice {
+    private OkHttpAdvice() {}
+
+    @Advice.OnMethodEnter(suppress = Throwable.class)
+    public static void enter(@Advice.Argument(0) okhttp3.OkHttpClient.Builder builder) {
+      if (!builder
+          .interceptors()
+          .contains(io.github.errorownership.javaagent.okhttp.RetryingInterceptor.INSTANCE)) {
+        builder
+            .interceptors()
+            .add(io.github.errorownership.javaagent.okhttp.RetryingInterceptor.INSTANCE);
       }
     }
   }

@@ -11,14 +11,14 @@ import io.github.errorownership.hooks.RetryDecision;
 import io.github.errorownership.hooks.internal.ClientCallState;
 import io.github.errorownership.hooks.internal.HttpRules;
 import io.github.errorownership.hooks.internal.RetrySettings;
+import io.github.errorownership.hooks.internal.SendLoop;
+import io.github.errorownership.hooks.internal.SpanLoop;
 import io.opentelemetry.api.OpenTelemetry;
 import io.opentelemetry.api.trace.Span;
 import io.opentelemetry.context.Context;
 import io.opentelemetry.context.Scope;
 import io.opentelemetry.context.propagation.TextMapSetter;
-import java.io.Closeable;
 import java.io.IOException;
-import java.io.InputStream;
 import java.net.Authenticator;
 import java.net.CookieHandler;
 import java.net.ProxySelector;
@@ -35,7 +35,6 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Predicate;
-import java.util.stream.Stream;
 import javax.net.ssl.SSLContext;
 import javax.net.ssl.SSLParameters;
 
@@ -86,9 +85,7 @@ public final class ErrorOwnershipHttpClient extends HttpClient {
 
   /** The default retry policy: an idempotent method or an idempotency key. */
   public static boolean idempotent(HttpRequest r) {
-    return HttpRules.idempotentMethod(r.method())
-        || r.headers().firstValue("Idempotency-Key").isPresent()
-        || r.headers().firstValue("X-Idempotency-Key").isPresent();
+    return JdkCalls.idempotent(r);
   }
 
   /** Reads the {@code Error-Claim} header of a response. */
@@ -101,44 +98,42 @@ public final class ErrorOwnershipHttpClient extends HttpClient {
       throws IOException, InterruptedException {
     Context parent = Context.current();
     ClientCallState call = begin(request);
-    for (int attempt = 0; ; attempt++) {
-      Span span = startSpan(request, parent);
-      HttpRequest ar = attemptRequest(request, attempt, parent, span);
-      HttpResponse<T> res = null;
-      IOException failure = null;
-      try (Scope ignored = span == null ? null : parent.with(span).makeCurrent()) {
-        res = delegate.send(ar, handler);
-      } catch (IOException e) {
-        failure = e;
-      } catch (InterruptedException | RuntimeException e) {
-        HttpRules.endAttemptSpan(span, -1, e);
-        call.failed(attempt, Claim.MISSING, 0, true, span);
-        throw e;
-      }
-      int status = res == null ? -1 : res.statusCode();
-      if (res != null && !HttpRules.serverFault(status)) {
-        call.succeeded(attempt, span);
-        HttpRules.endAttemptSpan(span, status, null);
-        return res;
-      }
-      Claim received = res == null ? Claim.MISSING : claimOf(res.headers());
-      RetryDecision d =
-          call.failed(attempt, received, 0, Thread.currentThread().isInterrupted(), span);
-      HttpRules.endAttemptSpan(span, status, failure);
-      if (d != RetryDecision.RETRIED) {
-        if (failure != null) {
-          throw failure;
-        }
-        return res;
-      }
-      discard(res);
-      try {
-        TimeUnit.NANOSECONDS.sleep(call.delayNanos);
-      } catch (InterruptedException e) {
-        call.abandoned(received);
-        throw e;
-      }
-    }
+    return SendLoop.run(
+        new SpanLoop<HttpResponse<T>>(call) {
+          @Override
+          protected Span startSpan(int n) {
+            return ErrorOwnershipHttpClient.this.startSpan(request, parent);
+          }
+
+          @Override
+          protected HttpResponse<T> send(int n, Span span)
+              throws IOException, InterruptedException {
+            HttpRequest ar = attemptRequest(request, n, parent, span);
+            try (Scope ignored = span == null ? null : parent.with(span).makeCurrent()) {
+              return delegate.send(ar, handler);
+            }
+          }
+
+          @Override
+          protected int status(HttpResponse<T> res) {
+            return res.statusCode();
+          }
+
+          @Override
+          protected Claim claim(HttpResponse<T> res) {
+            return claimOf(res.headers());
+          }
+
+          @Override
+          protected boolean canceled(IOException failure) {
+            return Thread.currentThread().isInterrupted();
+          }
+
+          @Override
+          public void discard(HttpResponse<T> res) {
+            JdkCalls.discard(res);
+          }
+        });
   }
 
   @Override
@@ -211,7 +206,7 @@ public final class ErrorOwnershipHttpClient extends HttpClient {
                   }
                   return;
                 }
-                discard(res);
+                JdkCalls.discard(res);
                 Executor later =
                     CompletableFuture.delayedExecutor(call.delayNanos, TimeUnit.NANOSECONDS);
                 later.execute(
@@ -245,10 +240,7 @@ public final class ErrorOwnershipHttpClient extends HttpClient {
     if (attempt == 0 && span == null) {
       return request;
     }
-    HttpRequest.Builder b = HttpRequest.newBuilder(request, (name, value) -> true);
-    if (attempt > 0) {
-      b.setHeader(OwnershipNames.HTTP_RETRY_ATTEMPT_HEADER, Integer.toString(attempt));
-    }
+    HttpRequest.Builder b = JdkCalls.attemptBuilder(request, attempt);
     if (span != null) {
       settings
           .openTelemetry
@@ -263,25 +255,6 @@ public final class ErrorOwnershipHttpClient extends HttpClient {
     URI uri = request.uri();
     return HttpRules.startAttemptSpan(
         settings.tracer, parent, request.method(), uri.toString(), uri.getHost(), uri.getPort());
-  }
-
-  /** Releases a failed attempt's body, if the handler left one open. */
-  private static void discard(HttpResponse<?> res) {
-    if (res == null) {
-      return;
-    }
-    Object body = res.body();
-    try {
-      if (body instanceof InputStream inputStream) {
-        inputStream.close();
-      } else if (body instanceof Stream) {
-        ((Stream<?>) body).close();
-      } else if (body instanceof Closeable closeable) {
-        closeable.close();
-      }
-    } catch (IOException | RuntimeException ignored) {
-      // nothing to do: the body is dropped either way
-    }
   }
 
   @Override

@@ -7,10 +7,11 @@ import io.github.errorownership.hooks.HintSource;
 import io.github.errorownership.hooks.Ledger;
 import io.github.errorownership.hooks.OwnershipNames;
 import io.github.errorownership.hooks.RetryBudget;
-import io.github.errorownership.hooks.RetryDecision;
 import io.github.errorownership.hooks.internal.ClientCallState;
 import io.github.errorownership.hooks.internal.HttpRules;
 import io.github.errorownership.hooks.internal.RetrySettings;
+import io.github.errorownership.hooks.internal.SendLoop;
+import io.github.errorownership.hooks.internal.SpanLoop;
 import io.opentelemetry.api.OpenTelemetry;
 import io.opentelemetry.api.trace.Span;
 import io.opentelemetry.context.Context;
@@ -19,7 +20,6 @@ import io.opentelemetry.context.propagation.TextMapSetter;
 import java.io.IOException;
 import java.io.InterruptedIOException;
 import java.time.Duration;
-import java.util.concurrent.TimeUnit;
 import java.util.function.Predicate;
 import okhttp3.Interceptor;
 import okhttp3.Request;
@@ -86,47 +86,45 @@ public final class ErrorOwnershipInterceptor implements Interceptor {
             HttpRules.operation(request.method(), request.url().uri()),
             replayable && policy.test(request),
             true);
-    long deadline = 0;
-    for (int attempt = 0; ; attempt++) {
-      Span span = startSpan(request, parent);
-      Request ar = attemptRequest(request, attempt, parent, span);
-      Response res = null;
-      IOException failure = null;
-      try (Scope ignored = span == null ? null : parent.with(span).makeCurrent()) {
-        res = chain.proceed(ar);
-      } catch (IOException e) {
-        failure = e;
-      } catch (RuntimeException e) {
-        HttpRules.endAttemptSpan(span, -1, e);
-        call.failed(attempt, Claim.MISSING, 0, true, span);
-        throw e;
-      }
-      int status = res == null ? -1 : res.code();
-      if (res != null && !HttpRules.serverFault(status)) {
-        call.succeeded(attempt, span);
-        HttpRules.endAttemptSpan(span, status, null);
-        return res;
-      }
-      Claim received = res == null ? Claim.MISSING : claimOf(res);
-      boolean canceled = chain.call().isCanceled() || failure instanceof InterruptedIOException;
-      RetryDecision d = call.failed(attempt, received, deadline, canceled, span);
-      HttpRules.endAttemptSpan(span, status, failure);
-      if (d != RetryDecision.RETRIED) {
-        if (failure != null) {
-          throw failure;
-        }
-        return res;
-      }
-      if (res != null) {
-        res.close();
-      }
-      try {
-        TimeUnit.NANOSECONDS.sleep(call.delayNanos);
-      } catch (InterruptedException e) {
-        call.abandoned(received);
-        Thread.currentThread().interrupt();
-        throw new InterruptedIOException("retry abandoned");
-      }
+    try {
+      return SendLoop.run(
+          new SpanLoop<Response>(call) {
+            @Override
+            protected Span startSpan(int n) {
+              return ErrorOwnershipInterceptor.this.startSpan(request, parent);
+            }
+
+            @Override
+            protected Response send(int n, Span span) throws IOException {
+              Request ar = attemptRequest(request, n, parent, span);
+              try (Scope ignored = span == null ? null : parent.with(span).makeCurrent()) {
+                return chain.proceed(ar);
+              }
+            }
+
+            @Override
+            protected int status(Response res) {
+              return res.code();
+            }
+
+            @Override
+            protected Claim claim(Response res) {
+              return claimOf(res);
+            }
+
+            @Override
+            protected boolean canceled(IOException failure) {
+              return chain.call().isCanceled() || failure instanceof InterruptedIOException;
+            }
+
+            @Override
+            public void discard(Response res) {
+              res.close();
+            }
+          });
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new InterruptedIOException("retry abandoned");
     }
   }
 

@@ -33,6 +33,8 @@ public final class ClientAttempts
   private static final ContextKey<Plain> PLAIN = ContextKey.named("errorownership-agent-plain");
   private static final AttributeKey<String> URL_FULL = AttributeKey.stringKey("url.full");
   private static final AttributeKey<String> METHOD = AttributeKey.stringKey("http.request.method");
+  private static final AttributeKey<Long> RESEND_COUNT =
+      AttributeKey.longKey("http.request.resend_count");
   private static final AttributeKey<Long> STATUS =
       AttributeKey.longKey("http.response.status_code");
 
@@ -64,7 +66,13 @@ public final class ClientAttempts
   }
 
   @Override
-  public void onStart(AttributesBuilder attributes, Context parent, Object request) {}
+  public void onStart(AttributesBuilder attributes, Context parent, Object request) {
+    // The instrumentations that count resends themselves (okhttp) have put the count by now.
+    LoopCall call = parent.get(LoopCall.KEY);
+    if (call != null && attributes instanceof Attributes a && a.get(RESEND_COUNT) != null) {
+      call.resendCounted();
+    }
+  }
 
   @Override
   public void onEnd(
@@ -114,7 +122,7 @@ public final class ClientAttempts
         ledger.end(call, Outcome.succeeded(peer, op));
         return;
       }
-      Claim received = error == null ? claim(request, response) : Claim.MISSING;
+      Claim received = error == null ? claim(request) : Claim.MISSING;
       ledger.end(call, Outcome.failed(peer, op, received, RetryDecision.NONE));
     }
   }
@@ -137,7 +145,7 @@ public final class ClientAttempts
    * The Error-Claim values of a response, for the client libraries whose types the bootstrap class
    * loader sees (java.base); others read as missing.
    */
-  private static Claim claim(Object request, Object response) {
+  private static Claim claim(Object request) {
     if (request instanceof HttpURLConnection c) {
       List<String> values = new ArrayList<>();
       for (Map.Entry<String, List<String>> e : c.getHeaderFields().entrySet()) {

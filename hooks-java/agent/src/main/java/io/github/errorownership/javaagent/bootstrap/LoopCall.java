@@ -7,6 +7,8 @@ import io.github.errorownership.hooks.Ledger;
 import io.github.errorownership.hooks.RetryDecision;
 import io.github.errorownership.hooks.internal.ClientCallState;
 import io.github.errorownership.hooks.internal.HttpRules;
+import io.opentelemetry.api.common.AttributeKey;
+import io.opentelemetry.api.common.Attributes;
 import io.opentelemetry.api.common.AttributesBuilder;
 import io.opentelemetry.context.Context;
 import io.opentelemetry.context.ContextKey;
@@ -20,12 +22,15 @@ import io.opentelemetry.context.ContextKey;
  */
 public abstract class LoopCall {
   static final ContextKey<LoopCall> KEY = ContextKey.named("errorownership-agent-call");
+  private static final AttributeKey<Long> RESEND_COUNT =
+      AttributeKey.longKey("http.request.resend_count");
 
   private final ClientCallState state;
   private int attempt;
   private RetryDecision decision;
   private boolean ended;
   private Claim received = Claim.MISSING;
+  private boolean resendCounted;
 
   protected LoopCall(Context parent, String peer, String operation, boolean policy) {
     this.state =
@@ -44,8 +49,14 @@ public abstract class LoopCall {
     attempt = n;
     decision = null;
     ended = false;
+    resendCounted = false;
     received = Claim.MISSING;
     return parent.with(KEY, this);
+  }
+
+  /** The instrumentation set http.request.resend_count on this attempt's span itself. */
+  synchronized void resendCounted() {
+    resendCounted = true;
   }
 
   /** Called by the extractor at the end of the attempt's span (at most once per attempt). */
@@ -99,9 +110,14 @@ public abstract class LoopCall {
     put(attributes, ClientCallState.attributes(attempt, received, decision, true));
   }
 
-  private static void put(AttributesBuilder b, io.opentelemetry.api.common.Attributes attributes) {
-    if (b != null) {
-      b.putAll(attributes);
+  /** Puts the attempt's attributes on its span, each once: none the instrumentation set. */
+  private void put(AttributesBuilder b, Attributes attributes) {
+    if (b == null) {
+      return;
     }
+    if (resendCounted) {
+      attributes = attributes.toBuilder().remove(RESEND_COUNT).build();
+    }
+    b.putAll(attributes);
   }
 }

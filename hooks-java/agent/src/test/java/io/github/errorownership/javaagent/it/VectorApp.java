@@ -13,6 +13,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.HttpURLConnection;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.URI;
 import java.net.URL;
@@ -26,6 +27,11 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import okhttp3.OkHttpClient;
+import okhttp3.Request;
+import okhttp3.RequestBody;
+import okhttp3.Response;
 import org.eclipse.jetty.ee10.servlet.ServletContextHandler;
 import org.eclipse.jetty.ee10.servlet.ServletHolder;
 import org.eclipse.jetty.server.Server;
@@ -40,26 +46,40 @@ import org.eclipse.jetty.util.ajax.JSON;
  * HttpURLConnection). Each case prints one line {@code RESULT <index> <json>}.
  */
 public final class VectorApp {
+  /**
+   * {@code --await=K}: before the cases, serve case K on /probe/K until its Error-Claim is the one
+   * the case wants: the agent's hint client polls once it starts, and the cases need its hints.
+   */
+  static final String AWAIT = "--await=";
+
   private VectorApp() {}
 
   public static void main(String[] args) throws Exception {
     // Without it the JDK server's small responses wait out the peer's delayed ACK (~40 ms each).
     System.setProperty("sun.net.httpserver.nodelay", "true");
+    if (args[0].equals("serve")) {
+      serve(args[1]);
+      return;
+    }
     Object[] cases =
         (Object[])
             ((Map<?, ?>) new JSON().fromJSON(Files.readString(Path.of(args[1])))).get("cases");
     List<Integer> picks = new ArrayList<>();
+    int await = -1;
     for (int i = 2; i < args.length; i++) {
-      picks.add(Integer.parseInt(args[i]));
+      if (args[i].startsWith(AWAIT)) {
+        await = Integer.parseInt(args[i].substring(AWAIT.length()));
+      } else {
+        picks.add(Integer.parseInt(args[i]));
+      }
     }
     switch (args[0]) {
-      case "client" -> {
+      case "client", "okhttp" -> {
         for (int i : picks) {
-          client(i, (Map<?, ?>) cases[i]);
+          client(args[0].equals("okhttp"), i, (Map<?, ?>) cases[i]);
         }
       }
-      case "server", "huc" -> server(args[0].equals("huc"), cases, picks);
-      case "bench" -> bench(Integer.parseInt(args[2]));
+      case "server", "huc" -> server(args[0].equals("huc"), cases, picks, await);
       default -> throw new IllegalArgumentException(args[0]);
     }
   }
@@ -71,7 +91,7 @@ public final class VectorApp {
     final List<Object> bodies = Collections.synchronizedList(new ArrayList<>());
 
     Callee(Object[] responses) throws IOException {
-      server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+      server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
       server.createContext(
           "/",
           ex -> {
@@ -95,7 +115,12 @@ public final class VectorApp {
     }
 
     String url() {
-      return "http://127.0.0.1:" + server.getAddress().getPort() + "/call";
+      return url("/call");
+    }
+
+    /** The callee's URL with {@code path}: the peer operation the hints name. */
+    String url(String path) {
+      return "http://127.0.0.1:" + server.getAddress().getPort() + path;
     }
 
     @Override
@@ -123,6 +148,32 @@ public final class VectorApp {
     return HTTP.send(b.build(), HttpResponse.BodyHandlers.ofString()).statusCode();
   }
 
+  static final OkHttpClient OKHTTP = new OkHttpClient();
+
+  /** The call through OkHttp 4: {@code OKHTTP}, built by the application as usual. */
+  static int callOkHttp(Map<?, ?> c, String url) throws IOException {
+    String method = (String) c.get("method");
+    String body = (String) c.get("body");
+    Request.Builder b =
+        new Request.Builder()
+            .url(url)
+            .method(
+                method,
+                body == null && !method.equals("POST") && !method.equals("PUT")
+                    ? null
+                    : RequestBody.create(body == null ? "" : body, null));
+    Map<?, ?> headers = (Map<?, ?>) c.get("headers");
+    if (headers != null) {
+      headers.forEach((k, v) -> b.header((String) k, (String) v));
+    }
+    try (Response r = OKHTTP.newCall(b.build()).execute()) {
+      if (r.body() != null) {
+        r.body().bytes();
+      }
+      return r.code();
+    }
+  }
+
   static int callHuc(String url) throws IOException {
     HttpURLConnection c = (HttpURLConnection) new URL(url).openConnection();
     int status = c.getResponseCode();
@@ -134,12 +185,12 @@ public final class VectorApp {
     return status;
   }
 
-  static void client(int index, Map<?, ?> c) throws Exception {
+  static void client(boolean okhttp, int index, Map<?, ?> c) throws Exception {
     try (Callee callee = new Callee((Object[]) c.get("responses"))) {
       Span root = GlobalOpenTelemetry.getTracer("vectors").spanBuilder("case " + index).startSpan();
       int status;
       try (Scope ignored = root.makeCurrent()) {
-        status = call(c, callee.url());
+        status = okhttp ? callOkHttp(c, callee.url()) : call(c, callee.url());
       } finally {
         root.end();
       }
@@ -157,7 +208,98 @@ public final class VectorApp {
     }
   }
 
-  static void server(boolean huc, Object[] cases, List<Integer> picks) throws Exception {
+  static void server(boolean huc, Object[] cases, List<Integer> picks, int await) throws Exception {
+    Server server = new Server();
+    ServerConnector connector = new ServerConnector(server);
+    connector.setHost("127.0.0.1");
+    server.addConnector(connector);
+    ServletContextHandler context = new ServletContextHandler();
+    HttpServlet servlet =
+        new HttpServlet() {
+          @Override
+          protected void service(HttpServletRequest req, HttpServletResponse res)
+              throws IOException {
+            int index = Integer.parseInt(req.getPathInfo().substring(1));
+            Map<?, ?> c = (Map<?, ?>) cases[index];
+            Object[] calls = (Object[]) c.get("calls");
+            for (int j = 0; calls != null && j < calls.length; j++) {
+              Map<?, ?> call = (Map<?, ?>) calls[j];
+              try (Callee callee = new Callee((Object[]) call.get("responses"))) {
+                String url = callee.url(calleePath(index, j));
+                if (huc) {
+                  callHuc(url);
+                } else {
+                  call(call, url);
+                }
+              } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+              }
+            }
+            Object[] set = (Object[]) c.get("set_claim");
+            for (Object v : set == null ? new Object[0] : set) {
+              res.addHeader("Error-Claim", (String) v);
+            }
+            res.setStatus(((Number) c.get("status")).intValue());
+          }
+        };
+    context.addServlet(new ServletHolder(servlet), "/case/*");
+    context.addServlet(new ServletHolder(servlet), "/probe/*");
+    server.setHandler(context);
+    server.start();
+    String base = "http://127.0.0.1:" + connector.getLocalPort();
+    try {
+      if (await >= 0) {
+        Object want = ((Map<?, ?>) ((Map<?, ?>) cases[await]).get("want")).get("header");
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (!List.of(want).equals(front(base + "/probe/" + await).get("header"))) {
+          if (System.nanoTime() > deadline) {
+            throw new IllegalStateException("the hints did not arrive in 30 s");
+          }
+          Thread.sleep(50);
+        }
+      }
+      for (int i : picks) {
+        Map<String, Object> out = front(base + "/case/" + i);
+        System.out.println("RESULT " + i + " " + new JSON().toJSON(out));
+      }
+    } finally {
+      server.stop();
+    }
+  }
+
+  /** The path of case {@code index}'s call {@code j}: its peer operation is GET /c{index}/{j}. */
+  public static String calleePath(int index, int j) {
+    return "/c" + index + "/" + j;
+  }
+
+  /**
+   * One request to the server through HttpURLConnection, which the hooks record but never retry:
+   * its status and Error-Claim values.
+   */
+  static Map<String, Object> front(String url) throws IOException {
+    HttpURLConnection front = (HttpURLConnection) new URL(url).openConnection();
+    int status = front.getResponseCode();
+    List<String> header = new ArrayList<>();
+    front
+        .getHeaderFields()
+        .forEach(
+            (k, v) -> {
+              if (k != null && k.equalsIgnoreCase("Error-Claim")) {
+                header.addAll(v);
+              }
+            });
+    front.disconnect();
+    Map<String, Object> out = new java.util.HashMap<>();
+    out.put("status", status);
+    out.put("header", header);
+    return out;
+  }
+
+  /**
+   * The benchmark's service: a servlet on /work making one HttpClient call to {@code calleeUrl};
+   * prints {@code PORT <port>} and serves until its standard input closes.
+   */
+  static void serve(String calleeUrl) throws Exception {
     Server server = new Server();
     ServerConnector connector = new ServerConnector(server);
     connector.setHost("127.0.0.1");
@@ -169,95 +311,22 @@ public final class VectorApp {
               @Override
               protected void service(HttpServletRequest req, HttpServletResponse res)
                   throws IOException {
-                Map<?, ?> c = (Map<?, ?>) cases[Integer.parseInt(req.getPathInfo().substring(1))];
-                Object[] calls = (Object[]) c.get("calls");
-                for (Object o : calls == null ? new Object[0] : calls) {
-                  Map<?, ?> call = (Map<?, ?>) o;
-                  try (Callee callee = new Callee((Object[]) call.get("responses"))) {
-                    if (huc) {
-                      callHuc(callee.url());
-                    } else {
-                      call(call, callee.url());
-                    }
-                  } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                  }
+                try {
+                  call(Map.of("method", "GET"), calleeUrl);
+                } catch (InterruptedException e) {
+                  Thread.currentThread().interrupt();
                 }
-                Object[] set = (Object[]) c.get("set_claim");
-                for (Object v : set == null ? new Object[0] : set) {
-                  res.addHeader("Error-Claim", (String) v);
-                }
-                res.setStatus(((Number) c.get("status")).intValue());
+                res.setStatus(200);
               }
             }),
-        "/case/*");
+        "/work");
     server.setHandler(context);
     server.start();
-    try {
-      for (int i : picks) {
-        // HttpURLConnection, which the hooks record but never retry: one request per case.
-        HttpURLConnection front =
-            (HttpURLConnection)
-                new URL("http://127.0.0.1:" + connector.getLocalPort() + "/case/" + i)
-                    .openConnection();
-        int status = front.getResponseCode();
-        List<String> header = new ArrayList<>();
-        front
-            .getHeaderFields()
-            .forEach(
-                (k, v) -> {
-                  if (k != null && k.equalsIgnoreCase("Error-Claim")) {
-                    header.addAll(v);
-                  }
-                });
-        front.disconnect();
-        Map<String, Object> out = new java.util.HashMap<>();
-        out.put("status", status);
-        out.put("header", header.toArray());
-        System.out.println("RESULT " + i + " " + new JSON().toJSON(out));
-      }
-    } finally {
-      server.stop();
+    System.out.println("PORT " + connector.getLocalPort());
+    System.out.flush();
+    while (System.in.read() >= 0) {
+      // until the runner closes the pipe
     }
-  }
-
-  /** One servlet request making one HttpClient call, n times; prints the ns per request. */
-  static void bench(int n) throws Exception {
-    Object[] ok = new Object[] {Map.of("status", 200L)};
-    try (Callee callee = new Callee(ok)) {
-      Server server = new Server();
-      ServerConnector connector = new ServerConnector(server);
-      connector.setHost("127.0.0.1");
-      server.addConnector(connector);
-      ServletContextHandler context = new ServletContextHandler();
-      String url = callee.url();
-      context.addServlet(
-          new ServletHolder(
-              new HttpServlet() {
-                @Override
-                protected void service(HttpServletRequest req, HttpServletResponse res)
-                    throws IOException {
-                  try {
-                    call(Map.of("method", "GET"), url);
-                  } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                  }
-                  res.setStatus(200);
-                }
-              }),
-          "/work");
-      server.setHandler(context);
-      server.start();
-      URL front = new URL("http://127.0.0.1:" + connector.getLocalPort() + "/work");
-      for (int i = 0; i < n / 2; i++) {
-        callHuc(front.toString());
-      }
-      long t0 = System.nanoTime();
-      for (int i = 0; i < n; i++) {
-        callHuc(front.toString());
-      }
-      System.out.println("BENCH " + (System.nanoTime() - t0) / n);
-      server.stop();
-    }
+    server.stop();
   }
 }
