@@ -18,7 +18,7 @@ import * as path from 'node:path';
 import { after, before, test } from 'node:test';
 import { ScriptedCallee, Scripted, listen } from '../test/helpers';
 import { load } from '../test/vectors';
-import { code as grpcCode, scriptedCallee } from '../test/grpc-helpers';
+import { Client, code as grpcCode, scriptedCallee } from '../test/grpc-helpers';
 import * as grpc from '@grpc/grpc-js';
 import { ENV_HINTS_ENDPOINT, ENV_MAX_ATTEMPTS, ENV_MIN_RETRIES_PER_SECOND, ENV_RETRY_RATIO } from '../src/vocabulary';
 import { installProject, npm, root, run } from './project';
@@ -112,10 +112,15 @@ function oursSetOnce(s: Span): Record<string, unknown> {
   return out;
 }
 
-async function spansWhen(pred: (s: Span) => boolean, n: number, ms = 5000): Promise<Span[]> {
+/**
+ * The spans since index `since` of spans[] that pred accepts, once there are
+ * n (or after ms), by start time. A case counts only the spans that came
+ * after it began: a closed callee's port is soon another's.
+ */
+async function spansWhen(pred: (s: Span) => boolean, n: number, since = 0, ms = 5000): Promise<Span[]> {
   const until = Date.now() + ms;
   for (;;) {
-    const got = spans.filter(pred);
+    const got = spans.slice(since).filter(pred);
     if (got.length >= n || Date.now() > until) return got.sort((a, b) => a.start - b.start);
     await new Promise(r => setTimeout(r, 20));
   }
@@ -287,6 +292,7 @@ type Via = 'fetch' | 'request';
 /** Runs client case tc through svc's client `via`; the spans are checked when `spans` is set (a register loaded). */
 async function clientCase(svc: Service, via: Via, tc: (typeof client.cases)[number], spansToo: boolean): Promise<void> {
   const callee = await new ScriptedCallee(tc.responses as Scripted[]).listen();
+  const seen = spans.length;
   try {
     const status = await svc.ask<number>('call', {
       via,
@@ -300,7 +306,7 @@ async function clientCase(svc: Service, via: Via, tc: (typeof client.cases)[numb
     if (tc.want.bodies) assert.deepEqual(callee.bodies, tc.want.bodies, 'bodies');
     if (!spansToo) return;
     const port = new URL(callee.url).port;
-    const got = await spansWhen(sp => sp.kind === 'client' && portOf(sp) === port, tc.want.spans.length);
+    const got = await spansWhen(sp => sp.kind === 'client' && portOf(sp) === port, tc.want.spans.length, seen);
     assert.deepEqual(got.map(oursSetOnce), tc.want.spans, 'attributes per attempt span');
   } finally {
     await callee.close();
@@ -412,15 +418,18 @@ for (const [order, launch] of orders) {
               const got = await getCase(base, i);
               assert.equal(got.status, tc.status);
               assert.equal(got.claim, tc.want.header, 'Error-Claim');
-              const isServer = (s: Span): boolean =>
-                s.kind === 'server' && portOf(s) === port && spans.indexOf(s) >= seen;
-              const [ss, ...more] = await spansWhen(isServer, 1);
+              const isServer = (s: Span): boolean => s.kind === 'server' && portOf(s) === port;
+              const [ss, ...more] = await spansWhen(isServer, 1, seen);
               assert.equal(more.length, 0, 'one SERVER span');
               assert.deepEqual(oursSetOnce(ss), tc.want.span, 'SERVER span attributes');
               // Each attempt of each call: instrumentation-http's own CLIENT span, numbered.
               for (const callee of sc.callees[i]) {
                 const depPort = new URL(callee.url).port;
-                const cs = await spansWhen(s => s.kind === 'client' && portOf(s) === depPort, callee.attempts.length);
+                const cs = await spansWhen(
+                  s => s.kind === 'client' && portOf(s) === depPort,
+                  callee.attempts.length,
+                  seen
+                );
                 assert.deepEqual(
                   cs.map(s => [s.traceId, oursSetOnce(s)['error_ownership.retry.attempt']]),
                   callee.attempts.map((_, n) => [ss.traceId, n]),
@@ -448,12 +457,13 @@ type GrpcServerCase = (typeof grpcVectors.server.cases)[number];
 /** Runs grpc.json client case tc through svc's generated client; the spans are checked when spansToo (a register loaded). */
 async function grpcClientCase(svc: Service, tc: GrpcClientCase, spansToo: boolean): Promise<void> {
   const callee = await scriptedCallee(tc.responses);
+  const seen = spans.length;
   try {
     assert.equal(await svc.ask<number>('grpcCall', { address: callee.address }), grpcCode(tc.want.code), 'code');
     assert.deepEqual(callee.attempts, tc.want.requests, 'grpc-previous-rpc-attempts per attempt');
     if (!spansToo) return;
     const port = callee.address.split(':')[1];
-    const got = await spansWhen(sp => sp.kind === 'client' && portOf(sp) === port, tc.want.spans.length);
+    const got = await spansWhen(sp => sp.kind === 'client' && portOf(sp) === port, tc.want.spans.length, seen);
     assert.deepEqual(got.map(oursSetOnce), tc.want.spans, "attributes per attempt span (the instrumentation's)");
   } finally {
     callee.server.forceShutdown();
@@ -495,20 +505,6 @@ function grpcCase(
   address: string,
   i: number
 ): Promise<{ code: number; claim: string | null; pushback: string | null }> {
-  const Client = grpc.makeGenericClientConstructor(
-    {
-      Call: {
-        path: '/test.Svc/Call',
-        requestStream: false,
-        responseStream: false,
-        requestSerialize: (b: Buffer) => b,
-        requestDeserialize: (b: Buffer) => b,
-        responseSerialize: (b: Buffer) => b,
-        responseDeserialize: (b: Buffer) => b,
-      },
-    },
-    'Svc'
-  );
   const c = new Client(address, grpc.credentials.createInsecure());
   const first = (md: grpc.Metadata, k: string): string | null => (md.get(k).length ? String(md.get(k)[0]) : null);
   return new Promise(resolve => {
@@ -549,14 +545,13 @@ async function grpcServerVectors(
         'code and trailers'
       );
       if (!spansToo) return;
-      const isServer = (s: Span): boolean =>
-        s.kind === 'server' && s.attrs['rpc.system'] === 'grpc' && spans.indexOf(s) >= seen;
-      const [ss, ...more] = await spansWhen(isServer, 1);
+      const isServer = (s: Span): boolean => s.kind === 'server' && s.attrs['rpc.system'] === 'grpc';
+      const [ss, ...more] = await spansWhen(isServer, 1, seen);
       assert.equal(more.length, 0, 'one SERVER span');
       assert.deepEqual(oursSetOnce(ss), tc.want.span, 'SERVER span attributes');
       for (const callee of sc.callees[i]) {
         const port = callee.address.split(':')[1];
-        const cs = await spansWhen(s => s.kind === 'client' && portOf(s) === port, callee.attempts.length);
+        const cs = await spansWhen(s => s.kind === 'client' && portOf(s) === port, callee.attempts.length, seen);
         assert.deepEqual(
           cs.map(s => [s.traceId, oursSetOnce(s)['error_ownership.retry.attempt']]),
           callee.attempts.map((_, n) => [ss.traceId, n]),
@@ -613,13 +608,14 @@ test('http.request: a body still being written when the answer comes is sent onc
     res.end('early');
   });
   const url = await listen(early);
+  const seen = spans.length;
   const svc = new Service(requiring(OTEL, HOOKS), {});
   try {
     const status = await svc.ask<number>('call', { via: 'streaming', url: url + '/thing', method: 'PUT', headers: {} });
     assert.equal(status, 503);
     assert.equal(attempts, 1, 'not retried');
     const port = new URL(url).port;
-    const [cs] = await spansWhen(s => s.kind === 'client' && portOf(s) === port, 1);
+    const [cs] = await spansWhen(s => s.kind === 'client' && portOf(s) === port, 1, seen);
     assert.deepEqual(oursSetOnce(cs), {
       'error_ownership.retry.attempt': 0,
       'error_ownership.claim.received': 'claimed',

@@ -20,6 +20,7 @@ import {
   targetAddress,
 } from '../grpc';
 import { GRPC_PREVIOUS_ATTEMPTS_KEY } from '../ownership';
+import { Nesting } from './client';
 
 /*
  * @grpc/grpc-js under the preload, with @opentelemetry/instrumentation-grpc
@@ -76,17 +77,8 @@ type Fn = ((this: unknown, ...args: unknown[]) => unknown) & {
   responseStream?: boolean;
 };
 
-/** Whether a hooks' method wrapper is on the stack: one inside another passes the call through. */
-let depth = 0;
-
-function passThrough<T>(fn: () => T): T {
-  depth++;
-  try {
-    return fn();
-  } finally {
-    depth--;
-  }
-}
+const nesting = new Nesting();
+const passThrough = nesting.passThrough;
 
 function replace(obj: object, name: string, value: unknown): void {
   Object.defineProperty(obj, name, { value, writable: true, configurable: true, enumerable: true });
@@ -369,7 +361,7 @@ function wrapMethod(Metadata: MetadataClass, inner: Fn, shape: 'method' | 'reque
   if (ours.has(inner)) return inner;
   const w: Fn = function (this: unknown, ...args: unknown[]): unknown {
     const h = hooks;
-    if (!h || depth > 0 || isSuppressed(context.active())) return inner.apply(this, args);
+    if (!h || nesting.depth > 0 || isSuppressed(context.active())) return inner.apply(this, args);
     const pre = shape === 'request' ? args.slice(0, 3) : [];
     const rest = shape === 'request' ? args.slice(3) : args;
     const path = String(shape === 'request' ? args[0] : (inner.path ?? ''));
