@@ -18,6 +18,8 @@ import * as path from 'node:path';
 import { after, before, test } from 'node:test';
 import { ScriptedCallee, Scripted, listen } from '../test/helpers';
 import { load } from '../test/vectors';
+import { Client, code as grpcCode, scriptedCallee } from '../test/grpc-helpers';
+import * as grpc from '@grpc/grpc-js';
 import { ENV_HINTS_ENDPOINT, ENV_MAX_ATTEMPTS, ENV_MIN_RETRIES_PER_SECOND, ENV_RETRY_RATIO } from '../src/vocabulary';
 import { installProject, npm, root, run } from './project';
 
@@ -110,10 +112,15 @@ function oursSetOnce(s: Span): Record<string, unknown> {
   return out;
 }
 
-async function spansWhen(pred: (s: Span) => boolean, n: number, ms = 5000): Promise<Span[]> {
+/**
+ * The spans since index `since` of spans[] that pred accepts, once there are
+ * n (or after ms), by start time. A case counts only the spans that came
+ * after it began: a closed callee's port is soon another's.
+ */
+async function spansWhen(pred: (s: Span) => boolean, n: number, since = 0, ms = 5000): Promise<Span[]> {
   const until = Date.now() + ms;
   for (;;) {
-    const got = spans.filter(pred);
+    const got = spans.slice(since).filter(pred);
     if (got.length >= n || Date.now() > until) return got.sort((a, b) => a.start - b.start);
     await new Promise(r => setTimeout(r, 20));
   }
@@ -235,7 +242,12 @@ before(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'errorownership-hooks-preload-'));
   const [packed] = JSON.parse(run(npm, ['pack', '--json', '--pack-destination', dir], root)) as { filename: string }[];
   // The versions of the newcomer test's service (e2e/newcomer/node), whose cache CI has warm.
-  const packages = ['@opentelemetry/auto-instrumentations-node@0.82.0', '@opentelemetry/api@1.10.0', 'express@5.3.0'];
+  const packages = [
+    '@opentelemetry/auto-instrumentations-node@0.82.0',
+    '@opentelemetry/api@1.10.0',
+    'express@5.3.0',
+    '@grpc/grpc-js@1.14.7',
+  ];
   project = installProject(dir, 'preload-service', [path.join(dir, packed.filename), ...packages], 'preload', [
     'app.js',
     'app.mjs',
@@ -280,6 +292,7 @@ type Via = 'fetch' | 'request';
 /** Runs client case tc through svc's client `via`; the spans are checked when `spans` is set (a register loaded). */
 async function clientCase(svc: Service, via: Via, tc: (typeof client.cases)[number], spansToo: boolean): Promise<void> {
   const callee = await new ScriptedCallee(tc.responses as Scripted[]).listen();
+  const seen = spans.length;
   try {
     const status = await svc.ask<number>('call', {
       via,
@@ -293,7 +306,7 @@ async function clientCase(svc: Service, via: Via, tc: (typeof client.cases)[numb
     if (tc.want.bodies) assert.deepEqual(callee.bodies, tc.want.bodies, 'bodies');
     if (!spansToo) return;
     const port = new URL(callee.url).port;
-    const got = await spansWhen(sp => sp.kind === 'client' && portOf(sp) === port, tc.want.spans.length);
+    const got = await spansWhen(sp => sp.kind === 'client' && portOf(sp) === port, tc.want.spans.length, seen);
     assert.deepEqual(got.map(oursSetOnce), tc.want.spans, 'attributes per attempt span');
   } finally {
     await callee.close();
@@ -405,15 +418,18 @@ for (const [order, launch] of orders) {
               const got = await getCase(base, i);
               assert.equal(got.status, tc.status);
               assert.equal(got.claim, tc.want.header, 'Error-Claim');
-              const isServer = (s: Span): boolean =>
-                s.kind === 'server' && portOf(s) === port && spans.indexOf(s) >= seen;
-              const [ss, ...more] = await spansWhen(isServer, 1);
+              const isServer = (s: Span): boolean => s.kind === 'server' && portOf(s) === port;
+              const [ss, ...more] = await spansWhen(isServer, 1, seen);
               assert.equal(more.length, 0, 'one SERVER span');
               assert.deepEqual(oursSetOnce(ss), tc.want.span, 'SERVER span attributes');
               // Each attempt of each call: instrumentation-http's own CLIENT span, numbered.
               for (const callee of sc.callees[i]) {
                 const depPort = new URL(callee.url).port;
-                const cs = await spansWhen(s => s.kind === 'client' && portOf(s) === depPort, callee.attempts.length);
+                const cs = await spansWhen(
+                  s => s.kind === 'client' && portOf(s) === depPort,
+                  callee.attempts.length,
+                  seen
+                );
                 assert.deepEqual(
                   cs.map(s => [s.traceId, oursSetOnce(s)['error_ownership.retry.attempt']]),
                   callee.attempts.map((_, n) => [ss.traceId, n]),
@@ -432,6 +448,154 @@ for (const [order, launch] of orders) {
   }
 }
 
+// ---- @grpc/grpc-js: grpc.json through app.js's client and server ----
+
+const grpcVectors = load('grpc.json');
+type GrpcClientCase = (typeof grpcVectors.client.cases)[number];
+type GrpcServerCase = (typeof grpcVectors.server.cases)[number];
+
+/** Runs grpc.json client case tc through svc's generated client; the spans are checked when spansToo (a register loaded). */
+async function grpcClientCase(svc: Service, tc: GrpcClientCase, spansToo: boolean): Promise<void> {
+  const callee = await scriptedCallee(tc.responses);
+  const seen = spans.length;
+  try {
+    assert.equal(await svc.ask<number>('grpcCall', { address: callee.address }), grpcCode(tc.want.code), 'code');
+    assert.deepEqual(callee.attempts, tc.want.requests, 'grpc-previous-rpc-attempts per attempt');
+    if (!spansToo) return;
+    const port = callee.address.split(':')[1];
+    const got = await spansWhen(sp => sp.kind === 'client' && portOf(sp) === port, tc.want.spans.length, seen);
+    assert.deepEqual(got.map(oursSetOnce), tc.want.spans, "attributes per attempt span (the instrumentation's)");
+  } finally {
+    callee.server.forceShutdown();
+  }
+}
+
+/** grpc.json's server cases as app.js serves them: a scripted callee per call, and the hints edges of those with a mode. */
+async function grpcServerCases(): Promise<{
+  cases: unknown[];
+  edges: Record<string, string>[];
+  callees: Awaited<ReturnType<typeof scriptedCallee>>[][];
+}> {
+  const out = {
+    cases: [] as unknown[],
+    edges: [] as Record<string, string>[],
+    callees: [] as Awaited<ReturnType<typeof scriptedCallee>>[][],
+  };
+  for (const tc of grpcVectors.server.cases as GrpcServerCase[]) {
+    const cs = [];
+    for (const c of tc.calls ?? []) {
+      const callee = await scriptedCallee(c.responses);
+      cs.push(callee);
+      if (c.mode)
+        out.edges.push({
+          operation: 'test.Svc/Call',
+          peer_service: callee.address,
+          peer_operation: 'test.Svc/Call',
+          mode: c.mode,
+        });
+    }
+    out.callees.push(cs);
+    out.cases.push({ code: grpcCode(tc.code), set_claim: tc.set_claim, calls: cs.map(c => c.address) });
+  }
+  return out;
+}
+
+/** Case i of the gRPC server at address: its code and trailers. */
+function grpcCase(
+  address: string,
+  i: number
+): Promise<{ code: number; claim: string | null; pushback: string | null }> {
+  const c = new Client(address, grpc.credentials.createInsecure());
+  const first = (md: grpc.Metadata, k: string): string | null => (md.get(k).length ? String(md.get(k)[0]) : null);
+  return new Promise(resolve => {
+    const call = (c as unknown as { Call: (...a: unknown[]) => grpc.ClientUnaryCall }).Call(
+      Buffer.from(String(i)),
+      () => undefined
+    );
+    call.on('status', (s: grpc.StatusObject) => {
+      c.close();
+      resolve({
+        code: s.code,
+        claim: first(s.metadata, 'error-claim'),
+        pushback: first(s.metadata, 'grpc-retry-pushback-ms'),
+      });
+    });
+  });
+}
+
+type GrpcCases = Awaited<ReturnType<typeof grpcServerCases>>;
+
+/** Serves grpc.json's server cases sc from svc and checks each (its spans too, when spansToo). */
+async function grpcServerVectors(
+  t: { test: (name: string, fn: () => Promise<void>) => Promise<unknown> },
+  svc: Service,
+  sc: GrpcCases,
+  spansToo: boolean,
+  skip: (tc: GrpcServerCase) => boolean = () => false
+): Promise<void> {
+  const address = await svc.ask<string>('grpcServe', { cases: sc.cases });
+  for (const [i, tc] of (grpcVectors.server.cases as GrpcServerCase[]).entries()) {
+    if (skip(tc)) continue;
+    await t.test(`server: ${tc.name}`, async () => {
+      const seen = spans.length;
+      const got = await grpcCase(address, i);
+      assert.deepEqual(
+        got,
+        { code: grpcCode(tc.code), claim: tc.want.claim, pushback: tc.want.pushback },
+        'code and trailers'
+      );
+      if (!spansToo) return;
+      const isServer = (s: Span): boolean => s.kind === 'server' && s.attrs['rpc.system'] === 'grpc';
+      const [ss, ...more] = await spansWhen(isServer, 1, seen);
+      assert.equal(more.length, 0, 'one SERVER span');
+      assert.deepEqual(oursSetOnce(ss), tc.want.span, 'SERVER span attributes');
+      for (const callee of sc.callees[i]) {
+        const port = callee.address.split(':')[1];
+        const cs = await spansWhen(s => s.kind === 'client' && portOf(s) === port, callee.attempts.length, seen);
+        assert.deepEqual(
+          cs.map(s => [s.traceId, oursSetOnce(s)['error_ownership.retry.attempt']]),
+          callee.attempts.map((_, n) => [ss.traceId, n]),
+          "one CLIENT span per attempt (the instrumentation's), in the request trace"
+        );
+      }
+    });
+  }
+}
+
+function closeGrpc(sc: GrpcCases): void {
+  for (const cs of sc.callees) for (const c of cs) c.server.forceShutdown();
+}
+
+for (const [order, launch] of orders) {
+  if (launch === esm) continue; // grpc-js under --import: not covered (README)
+  test(`grpc.json through @grpc/grpc-js, ${order}`, async t => {
+    assert.ok(grpcVectors.client.cases.length > 0 && grpcVectors.server.cases.length > 0);
+    const services = new Map<string, Service>();
+    const sc = await grpcServerCases();
+    try {
+      for (const tc of grpcVectors.client.cases as GrpcClientCase[]) {
+        const env = envOf(tc);
+        const key = JSON.stringify(env);
+        let svc = services.get(key);
+        if (!svc) services.set(key, (svc = new Service(launch, env)));
+        const s = svc;
+        await t.test(`client: ${tc.name}`, () => grpcClientCase(s, tc, true));
+      }
+      hintsDoc = { version: 1, service: SERVICE, edges: sc.edges };
+      const svc = new Service(launch, { [ENV_HINTS_ENDPOINT]: hintsURL });
+      services.set('hints', svc);
+      await svc.ask('ping');
+      await firstPoll;
+      // The first poll of this service: its hints hold these callees' edges.
+      await new Promise(r => setTimeout(r, 300));
+      await grpcServerVectors(t, svc, sc, true);
+    } finally {
+      for (const s of services.values()) await s.stop();
+      closeGrpc(sc);
+    }
+  });
+}
+
 // ---- what http.request cannot retry unseen ----
 
 test('http.request: a body still being written when the answer comes is sent once', async () => {
@@ -444,13 +608,14 @@ test('http.request: a body still being written when the answer comes is sent onc
     res.end('early');
   });
   const url = await listen(early);
+  const seen = spans.length;
   const svc = new Service(requiring(OTEL, HOOKS), {});
   try {
     const status = await svc.ask<number>('call', { via: 'streaming', url: url + '/thing', method: 'PUT', headers: {} });
     assert.equal(status, 503);
     assert.equal(attempts, 1, 'not retried');
     const port = new URL(url).port;
-    const [cs] = await spansWhen(s => s.kind === 'client' && portOf(s) === port, 1);
+    const [cs] = await spansWhen(s => s.kind === 'client' && portOf(s) === port, 1, seen);
     assert.deepEqual(oursSetOnce(cs), {
       'error_ownership.retry.attempt': 0,
       'error_ownership.claim.received': 'claimed',
@@ -482,6 +647,16 @@ test('the hooks alone, without the OpenTelemetry register', async t => {
       }
     } finally {
       await sc.close();
+    }
+    for (const tc of (grpcVectors.client.cases as GrpcClientCase[]).filter(c => Object.keys(envOf(c)).length === 0))
+      await t.test(`grpc.json client: ${tc.name}`, () => grpcClientCase(svc, tc, false));
+    const gc = await grpcServerCases();
+    try {
+      const failOpen = (tc: GrpcServerCase): boolean =>
+        ((tc.calls ?? []) as { mode?: string }[]).some(c => c.mode === 'fail_open');
+      await grpcServerVectors(t, svc, gc, false, failOpen);
+    } finally {
+      closeGrpc(gc);
     }
     assert.equal(svc.stderr.includes('Error'), false, svc.stderr);
   } finally {

@@ -42,13 +42,21 @@ export interface GrpcHooksOptions extends RetrySettings {
 
 /** The address in a gRPC target: "host:port" as is, the endpoint of "scheme:///host:port". */
 export function targetAddress(target: string): string {
+  // grpc-js's own form of a plain address (Channel.getTarget()): "dns:10.0.0.7:50051".
+  target = target.replace(/^(?:dns|ipv4|ipv6):(?!\/)/i, '');
   if (/^[^/]*:\d+$/.test(target) && !target.includes('://')) return target;
   const m = /^[a-z][a-z0-9+.-]*:(?:\/\/[^/]*)?\/?(.+)$/i.exec(target);
   return m ? m[1] : target;
 }
 
-function operation(path: string): string {
+/** The operation of a method path: "pkg.Svc/Method". */
+export function operation(path: string): string {
   return path.replace(/^\//, '');
+}
+
+/** Settles attempt a on its status: the claim read from the trailers of a status other than OK. */
+export function settleStatus(a: Attempt, code: number, trailers: grpc.Metadata | undefined): void {
+  a.settle(code, code === (g().status.OK as number) ? undefined : trailers?.get(GRPC_CLAIM_KEY));
 }
 
 const tracer = () => trace.getTracer('@errorownership/hooks');
@@ -140,7 +148,7 @@ export function grpcClientInterceptor(options: GrpcHooksOptions = {}): grpc.Inte
           gotMsg = true;
         },
         onReceiveStatus(status) {
-          a.settle(status.code, status.code === g().status.OK ? undefined : status.metadata?.get(GRPC_CLAIM_KEY));
+          settleStatus(a, status.code, status.metadata);
           a.annotate();
           a.span?.end();
           const done = (): void => {
@@ -198,6 +206,116 @@ export function grpcClientInterceptor(options: GrpcHooksOptions = {}): grpc.Inte
   };
 }
 
+/** What a server call's claim is decided from: the hints, the fault codes. */
+export interface ServerClaimOptions {
+  hints?: HintSource;
+  faults: ReadonlySet<number>;
+}
+
+/**
+ * The trailers a server-fault status leaves with (undefined: no fault, the
+ * status goes as it is): a handler's own valid claim kept (with
+ * grpc-retry-pushback-ms: -1 when unclaimed), any other value replaced by
+ * the claim the ledger's calls and the hints decide; error_ownership.claim.sent
+ * (and .reason, when decided here) set on span, if it records.
+ */
+export function claimTrailers(
+  code: number,
+  trailers: grpc.Metadata | undefined,
+  ledger: Ledger,
+  path: string,
+  options: ServerClaimOptions,
+  span: Span | undefined
+): grpc.Metadata | undefined {
+  if (!options.faults.has(code)) return undefined;
+  const md = trailers ? trailers.clone() : new (g().Metadata)();
+  const given = md.get(GRPC_CLAIM_KEY);
+  const own = given.length > 0 ? claimOfValues(given) : 'missing';
+  if (own !== 'missing') {
+    if (own === 'unclaimed') md.set(GRPC_PUSHBACK_KEY, '-1');
+    if (span?.isRecording()) span.setAttribute(ATTR_CLAIM, own);
+    return md;
+  }
+  md.remove(GRPC_CLAIM_KEY);
+  let modes: ModeFunc | undefined;
+  const src = options.hints;
+  if (src) {
+    const op = operation(path);
+    modes = (peer, peerOp) => {
+      try {
+        return src.mode(op, peer, peerOp);
+      } catch {
+        return 'unknown';
+      }
+    };
+  }
+  const { claim, reason } = ledger.decide(modes, code === (g().status.DEADLINE_EXCEEDED as number));
+  md.set(GRPC_CLAIM_KEY, claim);
+  if (claim === 'unclaimed') md.set(GRPC_PUSHBACK_KEY, '-1');
+  if (span?.isRecording()) {
+    span.setAttribute(ATTR_CLAIM, claim);
+    span.setAttribute(ATTR_CLAIM_REASON, reason);
+  }
+  return md;
+}
+
+/** One server call under the server interceptor: its ledger, and whether its claim was decided already. */
+export interface ServerCall {
+  readonly ledger: Ledger;
+  readonly path: string;
+  decided: boolean;
+  /** The span the handler ran in, when the active one at the status is not it. */
+  span?: Span;
+}
+
+/**
+ * The server interceptor of the options, calling onStart with each call
+ * and the metadata its handler gets (the zero-code hooks find the call by
+ * it, inside the instrumentation's context).
+ */
+export function serverInterceptor(
+  options: ServerClaimOptions,
+  onStart?: (sc: ServerCall, metadata: grpc.Metadata) => void
+): grpc.ServerInterceptor {
+  return (methodDescriptor, call) => {
+    const { ServerInterceptingCall } = g();
+    const sc: ServerCall = { ledger: new Ledger(), path: methodDescriptor.path, decided: false };
+    const inLedger = <T>(fn: () => T): T => runWithLedger(sc.ledger, fn);
+    return new ServerInterceptingCall(call, {
+      start(next) {
+        next({
+          onReceiveMetadata(md, nxt) {
+            onStart?.(sc, md);
+            inLedger(() => nxt(md));
+          },
+          onReceiveMessage(msg, nxt) {
+            inLedger(() => nxt(msg));
+          },
+          onReceiveHalfClose(nxt) {
+            inLedger(() => {
+              sc.span ??= trace.getSpan(context.active());
+              nxt();
+            });
+          },
+        });
+      },
+      sendStatus(status, next) {
+        try {
+          if (!sc.decided) {
+            sc.decided = true;
+            const span = trace.getSpan(context.active()) ?? sc.span;
+            const md = claimTrailers(status.code, status.metadata ?? undefined, sc.ledger, sc.path, options, span);
+            if (md) return next({ ...status, metadata: md });
+          }
+        } catch {
+          // the hooks never fail a call
+        }
+        next(status);
+      },
+    });
+  };
+}
+
 /**
  * A server interceptor (grpc-js 1.10+: new grpc.Server({ interceptors: [
  * grpcServerInterceptor()] })): the handler runs with a Ledger in the active
@@ -209,69 +327,5 @@ export function grpcClientInterceptor(options: GrpcHooksOptions = {}): grpc.Inte
 export function grpcServerInterceptor(
   options: Pick<GrpcHooksOptions, 'hints' | 'faultCodes'> = {}
 ): grpc.ServerInterceptor {
-  const faults = new Set(options.faultCodes ?? DEFAULT_FAULT_CODES);
-  return (methodDescriptor, call) => {
-    const { ServerInterceptingCall, Metadata } = g();
-    const ledger = new Ledger();
-    const path = methodDescriptor.path;
-    let handlerSpan: Span | undefined;
-    const inLedger = <T>(fn: () => T): T => runWithLedger(ledger, fn);
-    return new ServerInterceptingCall(call, {
-      start(next) {
-        next({
-          onReceiveMetadata(md, nxt) {
-            inLedger(() => nxt(md));
-          },
-          onReceiveMessage(msg, nxt) {
-            inLedger(() => nxt(msg));
-          },
-          onReceiveHalfClose(nxt) {
-            inLedger(() => {
-              handlerSpan = trace.getSpan(context.active());
-              nxt();
-            });
-          },
-        });
-      },
-      sendStatus(status, next) {
-        try {
-          if (faults.has(status.code)) {
-            const span = trace.getSpan(context.active()) ?? handlerSpan;
-            const md = status.metadata ? status.metadata.clone() : new Metadata();
-            const given = md.get(GRPC_CLAIM_KEY);
-            const own = given.length > 0 ? claimOfValues(given) : 'missing';
-            if (own !== 'missing') {
-              if (own === 'unclaimed') md.set(GRPC_PUSHBACK_KEY, '-1');
-              if (span?.isRecording()) span.setAttribute(ATTR_CLAIM, own);
-            } else {
-              md.remove(GRPC_CLAIM_KEY);
-              let modes: ModeFunc | undefined;
-              const src: HintSource | undefined = options.hints;
-              if (src) {
-                const op = operation(path);
-                modes = (peer, peerOp) => {
-                  try {
-                    return src.mode(op, peer, peerOp);
-                  } catch {
-                    return 'unknown';
-                  }
-                };
-              }
-              const { claim, reason } = ledger.decide(modes, status.code === g().status.DEADLINE_EXCEEDED);
-              md.set(GRPC_CLAIM_KEY, claim);
-              if (claim === 'unclaimed') md.set(GRPC_PUSHBACK_KEY, '-1');
-              if (span?.isRecording()) {
-                span.setAttribute(ATTR_CLAIM, claim);
-                span.setAttribute(ATTR_CLAIM_REASON, reason);
-              }
-            }
-            return next({ ...status, metadata: md });
-          }
-        } catch {
-          // the hooks never fail a call
-        }
-        next(status);
-      },
-    });
-  };
+  return serverInterceptor({ hints: options.hints, faults: new Set(options.faultCodes ?? DEFAULT_FAULT_CODES) });
 }

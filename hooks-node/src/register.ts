@@ -24,6 +24,13 @@ import { EnvHints, readEnv, switchedOff } from './zerocode/env';
 import { isWrapped, wrapGlobalFetch, wrapHttpClient } from './zerocode/client';
 import { patchInstrumentationExports } from './zerocode/instrumentations';
 import { wrapServer } from './zerocode/server';
+import { hookGrpc } from './zerocode/grpc';
+
+const INSTRUMENTATIONS = [
+  '@opentelemetry/instrumentation-http',
+  '@opentelemetry/instrumentation-undici',
+  '@opentelemetry/instrumentation-grpc',
+];
 
 /*
  * The instrumentation classes the OpenTelemetry register uses: the copies its
@@ -46,7 +53,7 @@ function patchInstrumentations(): void {
     }
   }
   for (const r of requires) {
-    for (const name of ['@opentelemetry/instrumentation-http', '@opentelemetry/instrumentation-undici']) {
+    for (const name of INSTRUMENTATIONS) {
       let file: string;
       try {
         file = r.resolve(name);
@@ -65,7 +72,7 @@ function patchInstrumentations(): void {
   }
   // Copies loaded already from elsewhere (a register resolved from its own place).
   for (const [file, m] of Object.entries(require.cache)) {
-    if (!seen.has(file) && /[\\/]@opentelemetry[\\/]instrumentation-(http|undici)[\\/]/.test(file)) {
+    if (!seen.has(file) && /[\\/]@opentelemetry[\\/]instrumentation-(http|undici|grpc)[\\/]/.test(file)) {
       patchInstrumentationExports(m?.exports);
     }
   }
@@ -136,6 +143,7 @@ function register(): void {
   wrapHttpClient(http, 'http:', hints, cfg.maxAttempts);
   wrapHttpClient(https, 'https:', hints, cfg.maxAttempts);
   if (typeof original === 'function') wrapGlobalFetch(original, hints, cfg.maxAttempts);
+  hookGrpc(hints, cfg.maxAttempts);
 }
 
 try {

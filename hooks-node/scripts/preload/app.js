@@ -78,8 +78,69 @@ async function serve({ kind, cases }) {
   );
 }
 
+// ---- @grpc/grpc-js: a unary method whose messages are bytes ----
+
+let grpcKit;
+function grpcjs() {
+  if (grpcKit) return grpcKit;
+  const grpc = require('@grpc/grpc-js');
+  const id = b => b;
+  const service = {
+    Call: {
+      path: '/test.Svc/Call',
+      requestStream: false,
+      responseStream: false,
+      requestSerialize: id,
+      requestDeserialize: id,
+      responseSerialize: id,
+      responseDeserialize: id,
+    },
+  };
+  grpcKit = { grpc, service, Client: grpc.makeGenericClientConstructor(service, 'Svc'), clients: new Map() };
+  return grpcKit;
+}
+
+/** One unary call to address; resolves to the status code. */
+function grpcCall(address, body = 'hi') {
+  const { grpc, Client, clients } = grpcjs();
+  let c = clients.get(address);
+  if (!c) clients.set(address, (c = new Client(address, grpc.credentials.createInsecure())));
+  return new Promise(resolve => {
+    c.Call(Buffer.from(body), new grpc.Metadata(), { deadline: Date.now() + 10_000 }, err =>
+      resolve(err ? err.code : 0)
+    );
+  });
+}
+
+/** A gRPC server answering case i (the request's body) as grpc.json's server cases say. */
+function grpcServe({ cases }) {
+  const { grpc, service } = grpcjs();
+  const server = new grpc.Server();
+  server.addService(service, {
+    Call: (rpc, cb) => {
+      const c = cases[Number(rpc.request.toString())];
+      void (async () => {
+        for (const address of c.calls ?? []) await grpcCall(address);
+        const md = new grpc.Metadata();
+        if (c.set_claim !== undefined) md.set('error-claim', c.set_claim);
+        if (c.code === 0) cb(null, Buffer.from('ok'), md);
+        else cb({ code: c.code, details: 'answer', metadata: md });
+      })();
+    },
+  });
+  return new Promise((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, port) => {
+      if (err) return reject(err);
+      servers.push({ close: () => server.forceShutdown() });
+      resolve(`127.0.0.1:${port}`);
+    })
+  );
+}
+
 const ops = {
   call: m => call(m.via, m.url, m.method, m.headers ?? {}, m.body),
+  grpcCall: m => grpcCall(m.address),
+  grpcServe,
   serve,
   ping: () => 'pong',
 };
@@ -97,6 +158,7 @@ function run(httpModule, expressModule) {
   });
   process.on('disconnect', () => {
     for (const s of servers) s.close();
+    for (const c of grpcKit?.clients.values() ?? []) c.close();
     setTimeout(() => process.exit(0), 200).unref();
   });
 }

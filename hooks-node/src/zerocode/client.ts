@@ -15,8 +15,28 @@ const WRAPPED = Symbol.for('errorownership.zerocode.wrapped');
 
 type RequestFn = ((...args: unknown[]) => http.ClientRequest) & { [WRAPPED]?: true };
 
-/** Whether the wrapper is already on the stack: http.get calls request inside, as some instrumentations do too. */
-let depth = 0;
+/**
+ * Whether one of a kind of the hooks' wrappers is on the stack: one called
+ * inside another (http.get calls request inside, as some instrumentations
+ * do too; the hooks' gRPC method wrapper under the instrumentation's, under
+ * the hooks') passes the call through.
+ */
+export class Nesting {
+  depth = 0;
+
+  /** Runs fn with the wrappers of this kind passing calls through. */
+  readonly passThrough = <T>(fn: () => T): T => {
+    this.depth++;
+    try {
+      return fn();
+    } finally {
+      this.depth--;
+    }
+  };
+}
+
+const nesting = new Nesting();
+const passThrough = nesting.passThrough;
 
 interface Target {
   url: URL;
@@ -98,7 +118,7 @@ function install(h: ClientHooks): void {
 
 function wrapper(h: ClientHooks, name: 'request' | 'get', next: RequestFn): RequestFn {
   const wrapped: RequestFn = function (this: unknown, ...args: unknown[]): http.ClientRequest {
-    if (depth > 0 || isSuppressed(context.active())) return next.apply(this, args);
+    if (nesting.depth > 0 || isSuppressed(context.active())) return next.apply(this, args);
     if (h.outer[name] !== wrapped || (h.mod[name] as unknown) !== wrapped) {
       // Another wrapper came over this one, and its listeners are on the request already.
       install(h);
@@ -126,15 +146,6 @@ export function outermost(f: unknown, protocol: string | undefined, name: 'reque
 /** The module of a request wrapper of the hooks ("http:"), if r is one. */
 export function protocolOf(r: unknown): string | undefined {
   return typeof r === 'function' ? wrappers.get(r as RequestFn)?.[0].defaultProtocol : undefined;
-}
-
-function passThrough<T>(fn: () => T): T {
-  depth++;
-  try {
-    return fn();
-  } finally {
-    depth--;
-  }
 }
 
 interface Call {

@@ -4,6 +4,7 @@ import type { Span } from '@opentelemetry/api';
 import { bindActiveAttempt, bindAttempt } from '../http/attempt';
 import { httpResponseHook, undiciRequestHook, undiciResponseHook } from '../http/instrumentation';
 import { outermost, protocolOf, requestAttempts } from './client';
+import { outermostMethod, outermostRequest } from './grpc';
 
 /*
  * @opentelemetry/auto-instrumentations-node/register builds its
@@ -112,11 +113,41 @@ function keepOutermost(cls: unknown): void {
   proto[OUTER] = true;
 }
 
-/** Patches the instrumentation classes a module's exports hold (HttpInstrumentation, UndiciInstrumentation). */
+/**
+ * Makes GrpcInstrumentation's wrappers of the client methods (generated
+ * ones, and Client.prototype's make*Request) come inside the hooks' retry,
+ * whenever it wraps: each attempt is then a call of its wrapper, a CLIENT
+ * span of its own.
+ */
+function grpcOutermost(cls: unknown): boolean {
+  const proto = (cls as { prototype?: Record<string | symbol, unknown> } | undefined)?.prototype;
+  if (!proto) return false;
+  if (proto[OUTER]) return true;
+  const methods = proto._getPatchedClientMethods;
+  const requests = proto._patchClientRequestMethod;
+  if (typeof methods !== 'function' || typeof requests !== 'function') return false;
+  proto._getPatchedClientMethods = function (this: unknown, lib: unknown) {
+    const f = (methods as (l: unknown) => unknown).call(this, lib);
+    return typeof f === 'function' ? (o: unknown) => outermostMethod(lib, (f as (o: unknown) => unknown)(o)) : f;
+  };
+  proto._patchClientRequestMethod = function (this: unknown, lib: unknown, stream: unknown, name: unknown) {
+    const f = (requests as (...a: unknown[]) => unknown).call(this, lib, stream, name);
+    return typeof f === 'function' ? (o: unknown) => outermostRequest(lib, (f as (o: unknown) => unknown)(o), name) : f;
+  };
+  proto[OUTER] = true;
+  return true;
+}
+
+/** Patches the instrumentation classes a module's exports hold (HttpInstrumentation, UndiciInstrumentation, GrpcInstrumentation). */
 export function patchInstrumentationExports(exports: unknown): number {
   if (typeof exports !== 'object' || exports === null) return 0;
-  const e = exports as { HttpInstrumentation?: unknown; UndiciInstrumentation?: unknown };
+  const e = exports as {
+    HttpInstrumentation?: unknown;
+    UndiciInstrumentation?: unknown;
+    GrpcInstrumentation?: unknown;
+  };
   let n = 0;
+  if (grpcOutermost(e.GrpcInstrumentation)) n++;
   if (patch(e.HttpInstrumentation, zeroCodeHttpRequestHook, httpResponseHook)) {
     keepOutermost(e.HttpInstrumentation);
     n++;
