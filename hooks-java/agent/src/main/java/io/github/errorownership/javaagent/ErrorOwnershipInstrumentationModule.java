@@ -2,7 +2,9 @@
 
 package io.github.errorownership.javaagent;
 
+import static net.bytebuddy.matcher.ElementMatchers.declaresField;
 import static net.bytebuddy.matcher.ElementMatchers.isConstructor;
+import static net.bytebuddy.matcher.ElementMatchers.isMethod;
 import static net.bytebuddy.matcher.ElementMatchers.isPublic;
 import static net.bytebuddy.matcher.ElementMatchers.named;
 import static net.bytebuddy.matcher.ElementMatchers.takesArgument;
@@ -22,9 +24,10 @@ import net.bytebuddy.implementation.bytecode.assign.Assigner;
 import net.bytebuddy.matcher.ElementMatcher;
 
 /**
- * The hooks under the agent: Jakarta Servlet responses claimed by the rules, java.net.http calls
- * retried by them. Switched off with {@code -Dotel.instrumentation.error-ownership.enabled=false}
- * (or {@code OTEL_INSTRUMENTATION_ERROR_OWNERSHIP_ENABLED=false}), like any instrumentation.
+ * The hooks under the agent: Jakarta Servlet responses and gRPC server calls claimed by the rules,
+ * java.net.http, OkHttp and gRPC calls retried by them. Switched off with {@code
+ * -Dotel.instrumentation.error-ownership.enabled=false} (or {@code
+ * OTEL_INSTRUMENTATION_ERROR_OWNERSHIP_ENABLED=false}), like any instrumentation.
  */
 public final class ErrorOwnershipInstrumentationModule extends InstrumentationModule {
   public ErrorOwnershipInstrumentationModule() {
@@ -43,7 +46,9 @@ public final class ErrorOwnershipInstrumentationModule extends InstrumentationMo
     return List.of(
         new ServletInstrumentation(),
         new HttpClientFacadeInstrumentation(),
-        new OkHttpClientInstrumentation());
+        new OkHttpClientInstrumentation(),
+        new GrpcChannelBuilderInstrumentation(),
+        new GrpcServerBuilderInstrumentation());
   }
 
   @Override
@@ -57,7 +62,24 @@ public final class ErrorOwnershipInstrumentationModule extends InstrumentationMo
         "io.github.errorownership.javaagent.httpclient.RetryingSend$JdkCall",
         "io.github.errorownership.hooks.okhttp.ErrorOwnershipInterceptor",
         "io.github.errorownership.javaagent.okhttp.RetryingInterceptor",
-        "io.github.errorownership.javaagent.okhttp.RetryingInterceptor$OkCall");
+        "io.github.errorownership.javaagent.okhttp.RetryingInterceptor$OkCall",
+        "io.github.errorownership.hooks.grpc.GrpcFaults",
+        "io.github.errorownership.hooks.grpc.ErrorOwnershipClientInterceptor",
+        "io.github.errorownership.hooks.grpc.ErrorOwnershipClientInterceptor$1",
+        "io.github.errorownership.hooks.grpc.ErrorOwnershipClientInterceptor$Attempts",
+        "io.github.errorownership.hooks.grpc.ErrorOwnershipClientInterceptor$AttemptsFactory",
+        "io.github.errorownership.hooks.grpc.ErrorOwnershipClientInterceptor$Builder",
+        "io.github.errorownership.hooks.grpc.ErrorOwnershipClientInterceptor$RetryingCall",
+        "io.github.errorownership.hooks.grpc.ErrorOwnershipClientInterceptor$RetryingCall$AttemptListener",
+        "io.github.errorownership.hooks.grpc.ErrorOwnershipClientInterceptor$SpanAttempts",
+        "io.github.errorownership.hooks.grpc.ErrorOwnershipServerInterceptor",
+        "io.github.errorownership.hooks.grpc.ErrorOwnershipServerInterceptor$1",
+        "io.github.errorownership.hooks.grpc.ErrorOwnershipServerInterceptor$2",
+        "io.github.errorownership.hooks.grpc.ErrorOwnershipServerInterceptor$Builder",
+        "io.github.errorownership.javaagent.grpc.GrpcCall",
+        "io.github.errorownership.javaagent.grpc.GrpcCall$Trailers",
+        "io.github.errorownership.javaagent.grpc.GrpcCall$Tracer",
+        "io.github.errorownership.javaagent.grpc.GrpcHooks");
   }
 
   @Override
@@ -65,6 +87,8 @@ public final class ErrorOwnershipInstrumentationModule extends InstrumentationMo
     return className.startsWith("io.github.errorownership.javaagent.servlet.")
         || className.startsWith("io.github.errorownership.javaagent.httpclient.")
         || className.startsWith("io.github.errorownership.javaagent.okhttp.")
+        || className.startsWith("io.github.errorownership.javaagent.grpc.")
+        || className.startsWith("io.github.errorownership.hooks.grpc.")
         || className.startsWith("io.github.errorownership.hooks.okhttp.ErrorOwnershipInterceptor")
         || className.startsWith("io.github.errorownership.hooks.servlet.ClaimingResponse")
         || className.startsWith("io.github.errorownership.hooks.httpclient.JdkCalls");
@@ -203,6 +227,68 @@ public final class ErrorOwnershipInstrumentationModule extends InstrumentationMo
             .interceptors()
             .add(io.github.errorownership.javaagent.okhttp.RetryingInterceptor.INSTANCE);
       }
+    }
+  }
+
+  /**
+   * The channel builder the agent's grpc-1.6 instrumentation adds its client interceptor to, at the
+   * entry of build(): the hooks' retry loop goes right outside it.
+   */
+  public static final class GrpcChannelBuilderInstrumentation implements TypeInstrumentation {
+    @Override
+    public ElementMatcher<TypeDescription> typeMatcher() {
+      return AgentElementMatchers.extendsClass(named("io.grpc.ManagedChannelBuilder"))
+          .and(declaresField(named("interceptors")));
+    }
+
+    @Override
+    public void transform(TypeTransformer transformer) {
+      transformer.applyAdviceToMethod(
+          isMethod().and(named("build")).and(takesArguments(0)),
+          ErrorOwnershipInstrumentationModule.class.getName() + "$GrpcChannelAdvice");
+    }
+  }
+
+  /** Adds the retry loop once per builder. */
+  @SuppressWarnings("unused")
+  public static final class GrpcChannelAdvice {
+    private GrpcChannelAdvice() {}
+
+    @Advice.OnMethodEnter(suppress = Throwable.class)
+    public static void enter(
+        @Advice.FieldValue("interceptors") java.util.List<io.grpc.ClientInterceptor> interceptors) {
+      io.github.errorownership.javaagent.grpc.GrpcHooks.addClient(interceptors);
+    }
+  }
+
+  /**
+   * The server builder that holds the interceptors (ServerImplBuilder, the delegate of Netty's and
+   * the others'): the hooks' claims go right inside the agent's server interceptor.
+   */
+  public static final class GrpcServerBuilderInstrumentation implements TypeInstrumentation {
+    @Override
+    public ElementMatcher<TypeDescription> typeMatcher() {
+      return AgentElementMatchers.extendsClass(named("io.grpc.ServerBuilder"))
+          .and(declaresField(named("interceptors")));
+    }
+
+    @Override
+    public void transform(TypeTransformer transformer) {
+      transformer.applyAdviceToMethod(
+          isMethod().and(isPublic()).and(named("build")).and(takesArguments(0)),
+          ErrorOwnershipInstrumentationModule.class.getName() + "$GrpcServerAdvice");
+    }
+  }
+
+  /** Adds the claims once per builder. */
+  @SuppressWarnings("unused")
+  public static final class GrpcServerAdvice {
+    private GrpcServerAdvice() {}
+
+    @Advice.OnMethodEnter(suppress = Throwable.class)
+    public static void enter(
+        @Advice.FieldValue("interceptors") java.util.List<io.grpc.ServerInterceptor> interceptors) {
+      io.github.errorownership.javaagent.grpc.GrpcHooks.addServer(interceptors);
     }
   }
 }

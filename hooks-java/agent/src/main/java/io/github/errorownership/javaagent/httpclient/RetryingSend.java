@@ -88,8 +88,8 @@ public final class RetryingSend {
     }
 
     @Override
-    protected int status(Object response) {
-      return ((HttpResponse<?>) response).statusCode();
+    protected boolean fault(Object response) {
+      return HttpRules.serverFault(((HttpResponse<?>) response).statusCode());
     }
 
     @Override

@@ -45,7 +45,7 @@ class AgentExtensionIT {
 
   private static final String AGENT = System.getProperty("otel.agent.jar");
   private static final String EXTENSION = System.getProperty("extension.jar");
-  private static final Path CONFORMANCE =
+  static final Path CONFORMANCE =
       Path.of(
           System.getenv("CONFORMANCE_DIR") != null
               ? System.getenv("CONFORMANCE_DIR")
@@ -74,7 +74,27 @@ class AgentExtensionIT {
     return run(extension, env, List.of(), args);
   }
 
+  /** What the runner does while a child JVM serves on {@code port}. */
+  interface WhileServing {
+    void run(int port) throws Exception;
+  }
+
   static Run run(boolean extension, Map<String, String> env, List<String> jvmArgs, String... args)
+      throws Exception {
+    return run(extension, env, jvmArgs, null, args);
+  }
+
+  /**
+   * Runs VectorApp under the agent: its RESULT lines and the spans it exported. With {@code
+   * serving}, the child prints {@code PORT <port>}, {@code serving} runs, and its standard input is
+   * closed to end it.
+   */
+  static Run run(
+      boolean extension,
+      Map<String, String> env,
+      List<String> jvmArgs,
+      WhileServing serving,
+      String... args)
       throws Exception {
     List<String> cmd = new ArrayList<>();
     cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
@@ -99,6 +119,27 @@ class AgentExtensionIT {
     File err = File.createTempFile("agent-it", ".err");
     pb.redirectOutput(out).redirectError(err);
     Process p = pb.start();
+    if (serving != null) {
+      long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(1);
+      String port = null;
+      while (port == null) {
+        port =
+            Files.readString(out.toPath(), StandardCharsets.UTF_8)
+                .lines()
+                .filter(l -> l.startsWith("PORT "))
+                .map(l -> l.substring(5))
+                .findFirst()
+                .orElse(null);
+        assertTrue(p.isAlive() || port != null, "the child JVM ended before it served");
+        assertTrue(System.nanoTime() < deadline, "the child JVM did not serve in a minute");
+        Thread.sleep(20);
+      }
+      try {
+        serving.run(Integer.parseInt(port.trim()));
+      } finally {
+        p.getOutputStream().close();
+      }
+    }
     assertTrue(p.waitFor(3, TimeUnit.MINUTES), "child JVM did not finish");
     String stdout = Files.readString(out.toPath(), StandardCharsets.UTF_8);
     String stderr = Files.readString(err.toPath(), StandardCharsets.UTF_8);
@@ -162,22 +203,35 @@ class AgentExtensionIT {
     return m;
   }
 
+  /** More cases a client vectors' child JVM runs, in the same configuration. */
+  interface AlsoRun {
+    /** The arguments of the cases of configuration {@code env}, after {@link VectorApp#AND}. */
+    List<String> args(Map<String, String> env) throws Exception;
+
+    /** Checks the cases of configuration {@code env} in {@code run}. */
+    void check(Map<String, String> env, Run run) throws Exception;
+  }
+
   @Test
   void clientVectors() throws Exception {
-    clientVectors("client", "io.opentelemetry.java-http-client");
+    // grpc.json's client cases come in client.json's configurations: one child JVM for both.
+    try (GrpcAgentIT.Clients grpc = new GrpcAgentIT.Clients()) {
+      clientVectors("client", "io.opentelemetry.java-http-client", grpc);
+      grpc.checkedAll();
+    }
   }
 
   @Test
   void clientVectorsThroughOkHttp() throws Exception {
-    clientVectors("okhttp", "io.opentelemetry.okhttp-3.0");
+    clientVectors("okhttp", "io.opentelemetry.okhttp-3.0", null);
   }
 
-  /** client.json through the client {@code mode} names, each attempt a span of {@code scope}. */
-  static void clientVectors(String mode, String scope) throws Exception {
-    Object[] cases = cases("client.json");
-    // One child JVM per configuration: the environment is the hooks' only setting.
-    Map<String, List<String>> byEnv = new TreeMap<>();
-    Map<String, Map<String, String>> envs = new HashMap<>();
+  /**
+   * The cases by the environment that sets them up (max_attempts, budget), in the order of their
+   * first case: one child JVM each, the environment being the hooks' only setting.
+   */
+  static Map<Map<String, String>, List<Integer>> byEnv(Object[] cases) {
+    Map<Map<String, String>, List<Integer>> byEnv = new java.util.LinkedHashMap<>();
     for (int i = 0; i < cases.length; i++) {
       Map<?, ?> c = (Map<?, ?>) cases[i];
       Map<String, String> env = new TreeMap<>();
@@ -191,17 +245,50 @@ class AgentExtensionIT {
             "ERROROWNERSHIP_MIN_RETRIES_PER_SECOND",
             String.valueOf(budget.get("min_retries_per_second")));
       }
-      envs.put(env.toString(), env);
-      byEnv.computeIfAbsent(env.toString(), k -> new ArrayList<>()).add(Integer.toString(i));
+      byEnv.computeIfAbsent(env, k -> new ArrayList<>()).add(i);
     }
+    return byEnv;
+  }
+
+  /**
+   * Checks one case's attempts: exactly the agent's CLIENT spans of {@code trace}, of {@code
+   * scope}.
+   */
+  static void checkAttempts(Run run, String name, Object trace, Object[] wantSpans, String scope) {
+    List<SpanData> attempts =
+        run.spans().stream()
+            .filter(s -> s.trace().equals(trace) && s.kind() == 3)
+            .sorted(Comparator.comparingLong(SpanData::start))
+            .toList();
+    assertEquals(wantSpans.length, attempts.size(), name + ": one agent CLIENT span per attempt");
+    for (int a = 0; a < wantSpans.length; a++) {
+      SpanData s = attempts.get(a);
+      assertEquals(scope, s.scope(), name + ": the agent's span");
+      assertEquals(want((Map<?, ?>) wantSpans[a]), ours(s), name + ": attempt " + a);
+      assertEquals(0, s.dropped(), name + ": attempt " + a + " dropped attributes");
+    }
+  }
+
+  /**
+   * client.json through the client {@code mode} names, each attempt a span of {@code scope}; and
+   * {@code also}'s cases (maybe null) in the same child JVMs.
+   */
+  static void clientVectors(String mode, String scope, AlsoRun also) throws Exception {
+    Object[] cases = cases("client.json");
     int checked = 0;
-    for (Map.Entry<String, List<String>> e : byEnv.entrySet()) {
+    for (Map.Entry<Map<String, String>, List<Integer>> e : byEnv(cases).entrySet()) {
       List<String> args =
           new ArrayList<>(List.of(mode, CONFORMANCE.resolve("client.json").toString()));
-      args.addAll(e.getValue());
-      Run run = run(true, envs.get(e.getKey()), args.toArray(String[]::new));
-      for (String idx : e.getValue()) {
-        int i = Integer.parseInt(idx);
+      e.getValue().forEach(i -> args.add(Integer.toString(i)));
+      if (also != null) {
+        args.add(VectorApp.AND);
+        args.addAll(also.args(e.getKey()));
+      }
+      Run run = run(true, e.getKey(), args.toArray(String[]::new));
+      if (also != null) {
+        also.check(e.getKey(), run);
+      }
+      for (int i : e.getValue()) {
         Map<?, ?> c = (Map<?, ?>) cases[i];
         String name = (String) c.get("name");
         Map<?, ?> w = (Map<?, ?>) c.get("want");
@@ -221,20 +308,7 @@ class AgentExtensionIT {
               Arrays.asList((Object[]) got.get("bodies")),
               name + ": bodies");
         }
-        List<SpanData> attempts =
-            run.spans().stream()
-                .filter(s -> s.trace().equals(got.get("trace")) && s.kind() == 3)
-                .sorted(Comparator.comparingLong(SpanData::start))
-                .toList();
-        Object[] wantSpans = (Object[]) w.get("spans");
-        assertEquals(
-            wantSpans.length, attempts.size(), name + ": one agent CLIENT span per attempt");
-        for (int a = 0; a < wantSpans.length; a++) {
-          SpanData s = attempts.get(a);
-          assertEquals(scope, s.scope(), name + ": the agent's span");
-          assertEquals(want((Map<?, ?>) wantSpans[a]), ours(s), name + ": attempt " + a);
-          assertEquals(0, s.dropped(), name + ": attempt " + a + " dropped attributes");
-        }
+        checkAttempts(run, name, got.get("trace"), (Object[]) w.get("spans"), scope);
         checked++;
       }
     }

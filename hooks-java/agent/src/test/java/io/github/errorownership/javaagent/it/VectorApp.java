@@ -24,6 +24,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
@@ -54,11 +55,30 @@ public final class VectorApp {
 
   private VectorApp() {}
 
+  /**
+   * Separates the runs of one invocation: {@code client FILE 0 1 --and grpc-client FILE 0:PORT}.
+   */
+  static final String AND = "--and";
+
   public static void main(String[] args) throws Exception {
     // Without it the JDK server's small responses wait out the peer's delayed ACK (~40 ms each).
     System.setProperty("sun.net.httpserver.nodelay", "true");
+    int from = 0;
+    for (int i = 0; i <= args.length; i++) {
+      if (i == args.length || args[i].equals(AND)) {
+        run(Arrays.copyOfRange(args, from, i));
+        from = i + 1;
+      }
+    }
+  }
+
+  static void run(String[] args) throws Exception {
     if (args[0].equals("serve")) {
       serve(args[1]);
+      return;
+    }
+    if (args[0].startsWith("grpc-")) {
+      GrpcApp.run(args);
       return;
     }
     Object[] cases =
