@@ -25,8 +25,8 @@ import net.bytebuddy.matcher.ElementMatcher;
 
 /**
  * The hooks under the agent: Jakarta Servlet responses and gRPC server calls claimed by the rules,
- * java.net.http, OkHttp and gRPC calls retried by them. Switched off with {@code
- * -Dotel.instrumentation.error-ownership.enabled=false} (or {@code
+ * java.net.http (send and sendAsync), OkHttp and gRPC calls retried by them. Switched off with
+ * {@code -Dotel.instrumentation.error-ownership.enabled=false} (or {@code
  * OTEL_INSTRUMENTATION_ERROR_OWNERSHIP_ENABLED=false}), like any instrumentation.
  */
 public final class ErrorOwnershipInstrumentationModule extends InstrumentationModule {
@@ -165,6 +165,11 @@ public final class ErrorOwnershipInstrumentationModule extends InstrumentationMo
               .and(takesArgument(0, named("java.net.http.HttpRequest")))
               .and(isPublic()),
           ErrorOwnershipInstrumentationModule.class.getName() + "$SendAdvice");
+      transformer.applyAdviceToMethod(
+          named("sendAsync")
+              .and(takesArgument(0, named("java.net.http.HttpRequest")))
+              .and(isPublic()),
+          ErrorOwnershipInstrumentationModule.class.getName() + "$SendAsyncAdvice");
     }
   }
 
@@ -186,6 +191,33 @@ public final class ErrorOwnershipInstrumentationModule extends InstrumentationMo
     @Advice.OnMethodExit
     public static void exit(
         @Advice.Enter HttpResponse<?> sent,
+        @Advice.Return(readOnly = false, typing = Assigner.Typing.DYNAMIC) Object response) {
+      if (sent != null) {
+        response = sent;
+      }
+    }
+  }
+
+  /** sendAsync, with or without a push promise handler: the whole call, in the enter advice. */
+  @SuppressWarnings("unused")
+  public static final class SendAsyncAdvice {
+    private SendAsyncAdvice() {}
+
+    @Advice.OnMethodEnter(skipOn = Advice.OnNonDefaultValue.class)
+    @SuppressWarnings({"rawtypes", "unchecked"})
+    public static java.util.concurrent.CompletableFuture<?> enter(
+        @Advice.FieldValue(value = "impl", typing = Assigner.Typing.DYNAMIC) HttpClient impl,
+        @Advice.AllArguments Object[] args) {
+      return io.github.errorownership.javaagent.httpclient.RetryingSend.sendAsync(
+          impl,
+          (HttpRequest) args[0],
+          (HttpResponse.BodyHandler) args[1],
+          args.length > 2 ? (HttpResponse.PushPromiseHandler) args[2] : null);
+    }
+
+    @Advice.OnMethodExit
+    public static void exit(
+        @Advice.Enter java.util.concurrent.CompletableFuture<?> sent,
         @Advice.Return(readOnly = false, typing = Assigner.Typing.DYNAMIC) Object response) {
       if (sent != null) {
         response = sent;

@@ -214,16 +214,44 @@ class AgentExtensionIT {
 
   @Test
   void clientVectors() throws Exception {
-    // grpc.json's client cases come in client.json's configurations: one child JVM for both.
+    // client.json again through sendAsync, and grpc.json's client cases, which come in
+    // client.json's
+    // configurations: one child JVM for all three.
+    Object[] cases = cases("client.json");
+    int[] async = {0};
+    AlsoRun sendAsync =
+        new AlsoRun() {
+          @Override
+          public List<String> args(Map<String, String> env) {
+            List<String> args =
+                new ArrayList<>(List.of("async", CONFORMANCE.resolve("client.json").toString()));
+            byEnv(cases).get(env).forEach(i -> args.add(Integer.toString(i)));
+            return args;
+          }
+
+          @Override
+          public void check(Map<String, String> env, Run run) {
+            for (int i : byEnv(cases).get(env)) {
+              checkClient(
+                  run,
+                  "sendAsync: ",
+                  (Map<?, ?>) cases[i],
+                  VectorApp.ASYNC_RESULTS + i,
+                  "io.opentelemetry.java-http-client");
+              async[0]++;
+            }
+          }
+        };
     try (GrpcAgentIT.Clients grpc = new GrpcAgentIT.Clients()) {
-      clientVectors("client", "io.opentelemetry.java-http-client", grpc);
+      clientVectors("client", "io.opentelemetry.java-http-client", sendAsync, grpc);
       grpc.checkedAll();
     }
+    assertEquals(cases.length, async[0], "client.json through sendAsync");
   }
 
   @Test
   void clientVectorsThroughOkHttp() throws Exception {
-    clientVectors("okhttp", "io.opentelemetry.okhttp-3.0", null);
+    clientVectors("okhttp", "io.opentelemetry.okhttp-3.0");
   }
 
   /**
@@ -271,48 +299,52 @@ class AgentExtensionIT {
 
   /**
    * client.json through the client {@code mode} names, each attempt a span of {@code scope}; and
-   * {@code also}'s cases (maybe null) in the same child JVMs.
+   * {@code also}'s cases in the same child JVMs.
    */
-  static void clientVectors(String mode, String scope, AlsoRun also) throws Exception {
+  static void clientVectors(String mode, String scope, AlsoRun... also) throws Exception {
     Object[] cases = cases("client.json");
     int checked = 0;
     for (Map.Entry<Map<String, String>, List<Integer>> e : byEnv(cases).entrySet()) {
       List<String> args =
           new ArrayList<>(List.of(mode, CONFORMANCE.resolve("client.json").toString()));
       e.getValue().forEach(i -> args.add(Integer.toString(i)));
-      if (also != null) {
+      for (AlsoRun a : also) {
         args.add(VectorApp.AND);
-        args.addAll(also.args(e.getKey()));
+        args.addAll(a.args(e.getKey()));
       }
       Run run = run(true, e.getKey(), args.toArray(String[]::new));
-      if (also != null) {
-        also.check(e.getKey(), run);
+      for (AlsoRun a : also) {
+        a.check(e.getKey(), run);
       }
       for (int i : e.getValue()) {
-        Map<?, ?> c = (Map<?, ?>) cases[i];
-        String name = (String) c.get("name");
-        Map<?, ?> w = (Map<?, ?>) c.get("want");
-        Map<?, ?> got = run.results().get(i);
-        assertNotNull(got, name + ": no result");
-        assertEquals(
-            ((Number) w.get("status")).intValue(),
-            ((Number) got.get("status")).intValue(),
-            name + ": status");
-        assertEquals(
-            Arrays.asList((Object[]) w.get("requests")),
-            Arrays.asList((Object[]) got.get("requests")),
-            name + ": Retry-Attempt per attempt");
-        if (w.get("bodies") != null) {
-          assertEquals(
-              Arrays.asList((Object[]) w.get("bodies")),
-              Arrays.asList((Object[]) got.get("bodies")),
-              name + ": bodies");
-        }
-        checkAttempts(run, name, got.get("trace"), (Object[]) w.get("spans"), scope);
+        checkClient(run, "", (Map<?, ?>) cases[i], i, scope);
         checked++;
       }
     }
     assertEquals(cases.length, checked);
+  }
+
+  /** Checks client.json's case {@code c}, result {@code result} of {@code run}. */
+  static void checkClient(Run run, String prefix, Map<?, ?> c, int result, String scope) {
+    String name = prefix + c.get("name");
+    Map<?, ?> w = (Map<?, ?>) c.get("want");
+    Map<?, ?> got = run.results().get(result);
+    assertNotNull(got, name + ": no result");
+    assertEquals(
+        ((Number) w.get("status")).intValue(),
+        ((Number) got.get("status")).intValue(),
+        name + ": status");
+    assertEquals(
+        Arrays.asList((Object[]) w.get("requests")),
+        Arrays.asList((Object[]) got.get("requests")),
+        name + ": Retry-Attempt per attempt");
+    if (w.get("bodies") != null) {
+      assertEquals(
+          Arrays.asList((Object[]) w.get("bodies")),
+          Arrays.asList((Object[]) got.get("bodies")),
+          name + ": bodies");
+    }
+    checkAttempts(run, name, got.get("trace"), (Object[]) w.get("spans"), scope);
   }
 
   /** The server span of case i: the agent's SERVER span of GET /case/i. */

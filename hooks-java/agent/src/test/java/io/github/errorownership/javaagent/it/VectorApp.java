@@ -41,10 +41,11 @@ import org.eclipse.jetty.util.ajax.JSON;
 
 /**
  * The application the zero-code tests run under the agent: nothing of the hooks in its code or on
- * its class path. {@code client FILE INDEX...} calls scripted callees through java.net.http, one
- * root span per case; {@code server FILE INDEX...} serves each server case from a Jetty 12 servlet
- * whose handler calls its callees through java.net.http (or, with {@code huc}, through
- * HttpURLConnection). Each case prints one line {@code RESULT <index> <json>}.
+ * its class path. {@code client FILE INDEX...} calls scripted callees through java.net.http ({@code
+ * async}: its sendAsync; {@code okhttp}: OkHttp 4), one root span per case; {@code server FILE
+ * INDEX...} serves each server case from a Jetty 12 servlet whose handler calls its callees through
+ * java.net.http (or, with {@code huc}, through HttpURLConnection). Each case prints one line {@code
+ * RESULT <index> <json>}.
  */
 public final class VectorApp {
   /**
@@ -94,9 +95,9 @@ public final class VectorApp {
       }
     }
     switch (args[0]) {
-      case "client", "okhttp" -> {
+      case "client", "okhttp", "async" -> {
         for (int i : picks) {
-          client(args[0].equals("okhttp"), i, (Map<?, ?>) cases[i]);
+          client(args[0], i, (Map<?, ?>) cases[i]);
         }
       }
       case "server", "huc" -> server(args[0].equals("huc"), cases, picks, await);
@@ -152,6 +153,11 @@ public final class VectorApp {
   static final HttpClient HTTP = HttpClient.newHttpClient();
 
   static int call(Map<?, ?> c, String url) throws IOException, InterruptedException {
+    return call(c, url, false);
+  }
+
+  /** The call through java.net.http, {@code send} or ({@code async}) {@code sendAsync}. */
+  static int call(Map<?, ?> c, String url, boolean async) throws IOException, InterruptedException {
     String method = (String) c.get("method");
     String body = (String) c.get("body");
     HttpRequest.Builder b =
@@ -165,7 +171,14 @@ public final class VectorApp {
     if (headers != null) {
       headers.forEach((k, v) -> b.header((String) k, (String) v));
     }
-    return HTTP.send(b.build(), HttpResponse.BodyHandlers.ofString()).statusCode();
+    if (!async) {
+      return HTTP.send(b.build(), HttpResponse.BodyHandlers.ofString()).statusCode();
+    }
+    try {
+      return HTTP.sendAsync(b.build(), HttpResponse.BodyHandlers.ofString()).get().statusCode();
+    } catch (java.util.concurrent.ExecutionException e) {
+      throw new IOException(e.getCause());
+    }
   }
 
   static final OkHttpClient OKHTTP = new OkHttpClient();
@@ -205,18 +218,24 @@ public final class VectorApp {
     return status;
   }
 
-  static void client(boolean okhttp, int index, Map<?, ?> c) throws Exception {
+  /** sendAsync's results are numbered from here, apart from send's in the same JVM. */
+  static final int ASYNC_RESULTS = 2000;
+
+  static void client(String mode, int index, Map<?, ?> c) throws Exception {
     try (Callee callee = new Callee((Object[]) c.get("responses"))) {
       Span root = GlobalOpenTelemetry.getTracer("vectors").spanBuilder("case " + index).startSpan();
       int status;
       try (Scope ignored = root.makeCurrent()) {
-        status = okhttp ? callOkHttp(c, callee.url()) : call(c, callee.url());
+        status =
+            mode.equals("okhttp")
+                ? callOkHttp(c, callee.url())
+                : call(c, callee.url(), mode.equals("async"));
       } finally {
         root.end();
       }
       System.out.println(
           "RESULT "
-              + index
+              + (mode.equals("async") ? ASYNC_RESULTS + index : index)
               + " "
               + new JSON()
                   .toJSON(
