@@ -10,6 +10,7 @@ import static net.bytebuddy.matcher.ElementMatchers.named;
 import static net.bytebuddy.matcher.ElementMatchers.takesArgument;
 import static net.bytebuddy.matcher.ElementMatchers.takesArguments;
 
+import io.github.errorownership.javaagent.servlet.ServletInstrumentation;
 import io.opentelemetry.javaagent.extension.instrumentation.InstrumentationModule;
 import io.opentelemetry.javaagent.extension.instrumentation.TypeInstrumentation;
 import io.opentelemetry.javaagent.extension.instrumentation.TypeTransformer;
@@ -17,19 +18,27 @@ import io.opentelemetry.javaagent.extension.matcher.AgentElementMatchers;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.util.ArrayList;
 import java.util.List;
+import java.util.logging.Logger;
 import net.bytebuddy.asm.Advice;
 import net.bytebuddy.description.type.TypeDescription;
 import net.bytebuddy.implementation.bytecode.assign.Assigner;
 import net.bytebuddy.matcher.ElementMatcher;
 
 /**
- * The hooks under the agent: Jakarta Servlet responses and gRPC server calls claimed by the rules,
- * java.net.http (send and sendAsync), OkHttp and gRPC calls retried by them. Switched off with
- * {@code -Dotel.instrumentation.error-ownership.enabled=false} (or {@code
+ * The hooks under the agent: Servlet responses (Jakarta and javax) and gRPC server calls claimed by
+ * the rules, java.net.http (send and sendAsync), OkHttp and gRPC calls retried by them. Switched
+ * off with {@code -Dotel.instrumentation.error-ownership.enabled=false} (or {@code
  * OTEL_INSTRUMENTATION_ERROR_OWNERSHIP_ENABLED=false}), like any instrumentation.
  */
 public final class ErrorOwnershipInstrumentationModule extends InstrumentationModule {
+  private static final Logger logger =
+      Logger.getLogger(ErrorOwnershipInstrumentationModule.class.getName());
+
+  /** The package of the javax.servlet twins of the servlet package (see pom.xml, shade javax). */
+  private static final String JAVAX_SERVLET = "io.github.errorownership.javaagent.javax.servlet";
+
   public ErrorOwnershipInstrumentationModule() {
     super("error-ownership");
     BootstrapJar.install();
@@ -43,12 +52,25 @@ public final class ErrorOwnershipInstrumentationModule extends InstrumentationMo
 
   @Override
   public List<TypeInstrumentation> typeInstrumentations() {
-    return List.of(
-        new ServletInstrumentation(),
-        new HttpClientFacadeInstrumentation(),
-        new OkHttpClientInstrumentation(),
-        new GrpcChannelBuilderInstrumentation(),
-        new GrpcServerBuilderInstrumentation());
+    List<TypeInstrumentation> all = new ArrayList<>();
+    all.add(new ServletInstrumentation());
+    try {
+      // The javax.servlet twin of ServletInstrumentation, made at build time by relocation.
+      all.add(
+          Class.forName(JAVAX_SERVLET + ".ServletInstrumentation")
+              .asSubclass(TypeInstrumentation.class)
+              .getConstructor()
+              .newInstance());
+    } catch (ReflectiveOperationException | LinkageError | ClassCastException e) {
+      logger.warning("errorownership: no javax.servlet instrumentation in the extension jar: " + e);
+    }
+    all.addAll(
+        List.of(
+            new HttpClientFacadeInstrumentation(),
+            new OkHttpClientInstrumentation(),
+            new GrpcChannelBuilderInstrumentation(),
+            new GrpcServerBuilderInstrumentation()));
+    return all;
   }
 
   @Override
@@ -58,6 +80,8 @@ public final class ErrorOwnershipInstrumentationModule extends InstrumentationMo
         "io.github.errorownership.hooks.servlet.ClaimingResponse",
         "io.github.errorownership.hooks.httpclient.JdkCalls",
         "io.github.errorownership.javaagent.servlet.AgentResponse",
+        "io.github.errorownership.javaagent.javax.hooks.servlet.ClaimingResponse",
+        JAVAX_SERVLET + ".AgentResponse",
         "io.github.errorownership.javaagent.httpclient.RetryingSend",
         "io.github.errorownership.javaagent.httpclient.RetryingSend$JdkCall",
         "io.github.errorownership.hooks.okhttp.ErrorOwnershipInterceptor",
@@ -85,6 +109,7 @@ public final class ErrorOwnershipInstrumentationModule extends InstrumentationMo
   @Override
   public boolean isHelperClass(String className) {
     return className.startsWith("io.github.errorownership.javaagent.servlet.")
+        || className.startsWith("io.github.errorownership.javaagent.javax.")
         || className.startsWith("io.github.errorownership.javaagent.httpclient.")
         || className.startsWith("io.github.errorownership.javaagent.okhttp.")
         || className.startsWith("io.github.errorownership.javaagent.grpc.")
@@ -92,59 +117,6 @@ public final class ErrorOwnershipInstrumentationModule extends InstrumentationMo
         || className.startsWith("io.github.errorownership.hooks.okhttp.ErrorOwnershipInterceptor")
         || className.startsWith("io.github.errorownership.hooks.servlet.ClaimingResponse")
         || className.startsWith("io.github.errorownership.hooks.httpclient.JdkCalls");
-  }
-
-  /** The first Servlet.service or Filter.doFilter of a request. */
-  public static final class ServletInstrumentation implements TypeInstrumentation {
-    @Override
-    public ElementMatcher<TypeDescription> typeMatcher() {
-      return AgentElementMatchers.implementsInterface(
-          named("jakarta.servlet.Servlet").or(named("jakarta.servlet.Filter")));
-    }
-
-    @Override
-    public void transform(TypeTransformer transformer) {
-      transformer.applyAdviceToMethod(
-          named("service")
-              .and(takesArguments(2))
-              .and(takesArgument(0, named("jakarta.servlet.ServletRequest")))
-              .and(takesArgument(1, named("jakarta.servlet.ServletResponse")))
-              .and(isPublic()),
-          ErrorOwnershipInstrumentationModule.class.getName() + "$ServletAdvice");
-      transformer.applyAdviceToMethod(
-          named("doFilter")
-              .and(takesArguments(3))
-              .and(takesArgument(0, named("jakarta.servlet.ServletRequest")))
-              .and(takesArgument(1, named("jakarta.servlet.ServletResponse")))
-              .and(isPublic()),
-          ErrorOwnershipInstrumentationModule.class.getName() + "$ServletAdvice");
-    }
-  }
-
-  /** Wraps the response; the request's ledger is current until the method returns. */
-  @SuppressWarnings("unused")
-  public static final class ServletAdvice {
-    private ServletAdvice() {}
-
-    @Advice.OnMethodEnter(suppress = Throwable.class)
-    public static io.github.errorownership.javaagent.servlet.AgentResponse enter(
-        @Advice.Argument(0) jakarta.servlet.ServletRequest request,
-        @Advice.Argument(value = 1, readOnly = false) jakarta.servlet.ServletResponse response) {
-      io.github.errorownership.javaagent.servlet.AgentResponse w =
-          io.github.errorownership.javaagent.servlet.AgentResponse.enter(request, response);
-      if (w != null) {
-        response = w;
-      }
-      return w;
-    }
-
-    @Advice.OnMethodExit(onThrowable = Throwable.class, suppress = Throwable.class)
-    public static void exit(
-        @Advice.Enter io.github.errorownership.javaagent.servlet.AgentResponse w) {
-      if (w != null) {
-        w.exit();
-      }
-    }
   }
 
   /**

@@ -96,6 +96,8 @@ class AgentExtensionIT {
       WhileServing serving,
       String... args)
       throws Exception {
+    // javax-server: JavaxApp on Jetty 9.4, a class path without Jetty 12.
+    boolean javax = args[0].equals("javax-server");
     List<String> cmd = new ArrayList<>();
     cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
     cmd.add("-javaagent:" + AGENT);
@@ -110,8 +112,8 @@ class AgentExtensionIT {
             "-Dotel.logs.exporter=none",
             "-Dotel.bsp.schedule.delay=100",
             "-cp",
-            System.getProperty("app.classpath"),
-            VectorApp.class.getName()));
+            javax ? System.getProperty("javax.classpath") : System.getProperty("app.classpath"),
+            javax ? JavaxApp.class.getName() : VectorApp.class.getName()));
     cmd.addAll(Arrays.asList(args));
     ProcessBuilder pb = new ProcessBuilder(cmd);
     pb.environment().putAll(env);
@@ -389,7 +391,7 @@ class AgentExtensionIT {
                   "operation", "GET /case/" + i,
                   "peer_service", "callee-" + i + "-" + j,
                   "peer_addresses", List.of("127.0.0.1"),
-                  "peer_operation", "GET " + VectorApp.calleePath(i, j),
+                  "peer_operation", "GET " + Calls.calleePath(i, j),
                   "mode", mode));
         }
       }
@@ -400,9 +402,19 @@ class AgentExtensionIT {
 
   @Test
   void serverVectors() throws Exception {
+    serverVectors("server");
+  }
+
+  @Test
+  void serverVectorsOnJavaxServlet() throws Exception {
+    serverVectors("javax-server");
+  }
+
+  /** All of server.json through {@code mode}: Jetty 12 (Jakarta) or Jetty 9.4 (javax). */
+  static void serverVectors(String mode) throws Exception {
     Object[] cases = cases("server.json");
     List<String> args =
-        new ArrayList<>(List.of("server", CONFORMANCE.resolve("server.json").toString()));
+        new ArrayList<>(List.of(mode, CONFORMANCE.resolve("server.json").toString()));
     List<Integer> picks = new ArrayList<>();
     for (int i = 0; i < cases.length; i++) {
       picks.add(i);
@@ -550,7 +562,7 @@ class AgentExtensionIT {
     double[] bare = new double[rounds];
     double[] hooked = new double[rounds];
     HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
-    try (VectorApp.Callee callee = new VectorApp.Callee(new Object[] {Map.of("status", 200L)});
+    try (Calls.Callee callee = new Calls.Callee(new Object[] {Map.of("status", 200L)});
         Child a = Child.start(false, callee.url());
         Child b = Child.start(true, callee.url())) {
       for (int i = 0; i < 4; i++) {
