@@ -8,21 +8,27 @@ import io.opentelemetry.instrumentation.api.instrumenter.AttributesExtractor;
 import io.opentelemetry.instrumentation.api.instrumenter.ContextCustomizer;
 
 /**
- * Adds the hooks to every HTTP client instrumenter of the agent: the calls are recorded in the
- * request's ledger, and the attempts the hooks retry carry their attributes. The extractor is the
- * bootstrap class loader's (ClientAttempts), the one the servlet and java.net.http helpers use.
+ * Adds the hooks to every HTTP and RPC client instrumenter of the agent: the HTTP calls are
+ * recorded in the request's ledger, and the attempts the hooks retry carry their attributes. The
+ * extractor is the bootstrap class loader's (ClientAttempts), the one the servlet and java.net.http
+ * helpers use.
  */
 public final class ErrorOwnershipCustomizerProvider implements InstrumenterCustomizerProvider {
   @Override
   @SuppressWarnings("unchecked")
   public void customize(InstrumenterCustomizer customizer) {
-    if (!customizer.hasType(InstrumenterCustomizer.InstrumentationType.HTTP_CLIENT)) {
+    String field;
+    if (customizer.hasType(InstrumenterCustomizer.InstrumentationType.HTTP_CLIENT)) {
+      field = "INSTANCE";
+    } else if (customizer.hasType(InstrumenterCustomizer.InstrumentationType.RPC_CLIENT)) {
+      field = "RPC";
+    } else {
       return;
     }
     try {
       Object attempts =
           Class.forName("io.github.errorownership.javaagent.bootstrap.ClientAttempts", true, null)
-              .getField("INSTANCE")
+              .getField(field)
               .get(null);
       customizer.addAttributesExtractor((AttributesExtractor<Object, Object>) attempts);
       customizer.addContextCustomizer((ContextCustomizer<Object>) attempts);

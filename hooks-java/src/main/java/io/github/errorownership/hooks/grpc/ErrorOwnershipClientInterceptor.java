@@ -34,6 +34,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
 import java.util.function.Predicate;
 
 /**
@@ -93,23 +94,171 @@ public final class ErrorOwnershipClientInterceptor implements ClientInterceptor 
     return new Builder();
   }
 
+  /**
+   * How one call's attempts are traced and decided: by default the interceptor's own spans; under
+   * the Java agent extension, the agent's. Not an API of its own: use the builder.
+   */
+  public interface Attempts {
+    /** The call options of every attempt. */
+    default CallOptions callOptions(CallOptions options) {
+      return options;
+    }
+
+    /**
+     * Starts attempt {@code n}: the context it runs in, its trace context put in {@code headers}.
+     */
+    Context start(int n, Metadata headers);
+
+    /** Attempt {@code n} closed: its decision ({@link RetryDecision#NONE} when it did not fail). */
+    RetryDecision closed(int n, Status status, Metadata trailers);
+
+    /** The wait before the next attempt. */
+    long delayNanos();
+
+    /** The wait before a retry was cut short: the call ends. */
+    void abandoned();
+  }
+
+  /** Makes the {@link Attempts} of each call. Not an API of its own. */
+  public interface AttemptsFactory {
+    /**
+     * The attempts of a call of {@code method} to {@code authority}, made in {@code parent}; {@code
+     * stopped} tells whether the caller gave up (canceled, or past {@code deadlineNanos}).
+     */
+    Attempts create(
+        MethodDescriptor<?, ?> method,
+        String authority,
+        Context parent,
+        long deadlineNanos,
+        BooleanSupplier stopped);
+  }
+
+  /**
+   * An interceptor whose retry loop (the one of {@link #create}) leaves the attempts' tracing and
+   * decisions to {@code attempts}: the Java agent extension's, whose attempts are the agent's
+   * spans.
+   */
+  public static ClientInterceptor withAttempts(AttemptsFactory attempts) {
+    return new ClientInterceptor() {
+      @Override
+      public <ReqT, RespT> ClientCall<ReqT, RespT> interceptCall(
+          MethodDescriptor<ReqT, RespT> method, CallOptions options, Channel next) {
+        if (method.getType() != MethodDescriptor.MethodType.UNARY) {
+          return next.newCall(method, options);
+        }
+        return new RetryingCall<>(method, options, next, attempts);
+      }
+    };
+  }
+
   @Override
   public <ReqT, RespT> ClientCall<ReqT, RespT> interceptCall(
       MethodDescriptor<ReqT, RespT> method, CallOptions options, Channel next) {
     if (method.getType() != MethodDescriptor.MethodType.UNARY) {
       return next.newCall(method, options);
     }
-    return new RetryingCall<>(method, options, next);
+    return new RetryingCall<>(method, options, next, SpanAttempts::new);
   }
 
-  private final class RetryingCall<ReqT, RespT> extends ClientCall<ReqT, RespT> {
+  /** The attempts as the library makes them: spans of its own (none without OpenTelemetry). */
+  private final class SpanAttempts implements Attempts {
+    private final MethodDescriptor<?, ?> method;
+    private final String authority;
+    private final Context parent;
+    private final long deadlineNanos;
+    private final BooleanSupplier stopped;
+    private final ClientCallState state;
+    private Span span;
+    private Claim received = Claim.MISSING;
+
+    SpanAttempts(
+        MethodDescriptor<?, ?> method,
+        String authority,
+        Context parent,
+        long deadlineNanos,
+        BooleanSupplier stopped) {
+      this.method = method;
+      this.authority = authority;
+      this.parent = parent;
+      this.deadlineNanos = deadlineNanos;
+      this.stopped = stopped;
+      this.state =
+          new ClientCallState(
+              settings,
+              Ledger.fromContext(parent),
+              peerService != null ? peerService : authority,
+              method.getFullMethodName(),
+              policy.test(method),
+              false);
+    }
+
+    @Override
+    public Context start(int n, Metadata headers) {
+      span = null;
+      if (settings.tracer == null) {
+        return parent;
+      }
+      span =
+          settings
+              .tracer
+              .spanBuilder(method.getFullMethodName())
+              .setSpanKind(SpanKind.CLIENT)
+              .setParent(parent)
+              .setAttribute(RPC_SYSTEM, "grpc")
+              .setAttribute(RPC_SERVICE, String.valueOf(method.getServiceName()))
+              .setAttribute(RPC_METHOD, String.valueOf(method.getBareMethodName()))
+              .setAttribute(SERVER_ADDRESS, String.valueOf(authority))
+              .startSpan();
+      Context ctx = parent.with(span);
+      settings.openTelemetry.getPropagators().getTextMapPropagator().inject(ctx, headers, SETTER);
+      return ctx;
+    }
+
+    @Override
+    public RetryDecision closed(int n, Status status, Metadata trailers) {
+      boolean fault = faults.contains(status.getCode());
+      if (span != null) {
+        span.setAttribute(GRPC_STATUS, (long) status.getCode().value());
+        if (fault) {
+          span.setStatus(StatusCode.ERROR);
+        }
+      }
+      RetryDecision d;
+      if (!fault) {
+        state.succeeded(n, span);
+        d = RetryDecision.NONE;
+      } else {
+        received = ErrorOwnershipServerInterceptor.claimOf(trailers);
+        d = state.failed(n, received, deadlineNanos, stopped.getAsBoolean(), span);
+      }
+      if (span != null) {
+        span.end();
+      }
+      return d;
+    }
+
+    @Override
+    public long delayNanos() {
+      return state.delayNanos;
+    }
+
+    @Override
+    public void abandoned() {
+      state.abandoned(received);
+    }
+  }
+
+  /**
+   * The retry loop of one unary call: each attempt a new call down the channel, the caller's
+   * messages replayed, the response held until the attempt's decision.
+   */
+  private static final class RetryingCall<ReqT, RespT> extends ClientCall<ReqT, RespT> {
     private final MethodDescriptor<ReqT, RespT> method;
     private final CallOptions options;
     private final Channel next;
-    private final Context parent = Context.current();
     private final io.grpc.Context grpcContext = io.grpc.Context.current();
-    private final ClientCallState state;
     private final long deadlineNanos;
+    private final Attempts attempts;
 
     // Guarded by this.
     private Listener<RespT> app;
@@ -120,19 +269,13 @@ public final class ErrorOwnershipClientInterceptor implements ClientInterceptor 
     private boolean cancelled;
     private ClientCall<ReqT, RespT> current;
 
-    RetryingCall(MethodDescriptor<ReqT, RespT> method, CallOptions options, Channel next) {
+    RetryingCall(
+        MethodDescriptor<ReqT, RespT> method,
+        CallOptions options,
+        Channel next,
+        AttemptsFactory factory) {
       this.method = method;
-      this.options = options;
       this.next = next;
-      String peer = peerService != null ? peerService : next.authority();
-      this.state =
-          new ClientCallState(
-              settings,
-              Ledger.current(),
-              peer,
-              method.getFullMethodName(),
-              policy.test(method),
-              false);
       Deadline d = options.getDeadline();
       Deadline cd = grpcContext.getDeadline();
       if (cd != null && (d == null || cd.isBefore(d))) {
@@ -140,6 +283,20 @@ public final class ErrorOwnershipClientInterceptor implements ClientInterceptor 
       }
       this.deadlineNanos =
           d == null ? 0 : System.nanoTime() + d.timeRemaining(TimeUnit.NANOSECONDS);
+      this.attempts =
+          factory.create(method, next.authority(), Context.current(), deadlineNanos, this::stopped);
+      this.options = attempts.callOptions(options);
+    }
+
+    /** Whether the caller gave up: canceled, or out of time. */
+    private boolean stopped() {
+      synchronized (this) {
+        if (cancelled) {
+          return true;
+        }
+      }
+      return grpcContext.isCancelled()
+          || (deadlineNanos != 0 && deadlineNanos - System.nanoTime() <= 0);
     }
 
     @Override
@@ -152,35 +309,15 @@ public final class ErrorOwnershipClientInterceptor implements ClientInterceptor 
     }
 
     private void startAttempt(int n) {
-      Span span = null;
-      if (settings.tracer != null) {
-        String full = method.getFullMethodName();
-        span =
-            settings
-                .tracer
-                .spanBuilder(full)
-                .setSpanKind(SpanKind.CLIENT)
-                .setParent(parent)
-                .setAttribute(RPC_SYSTEM, "grpc")
-                .setAttribute(RPC_SERVICE, String.valueOf(method.getServiceName()))
-                .setAttribute(RPC_METHOD, String.valueOf(method.getBareMethodName()))
-                .setAttribute(SERVER_ADDRESS, String.valueOf(next.authority()))
-                .startSpan();
-      }
       Metadata h = new Metadata();
-      ClientCall<ReqT, RespT> c = next.newCall(method, options);
       List<ReqT> replay;
       int req;
       boolean half;
       synchronized (this) {
-        h.merge(headers);
         if (cancelled) {
-          if (span != null) {
-            span.end();
-          }
           return;
         }
-        current = c;
+        h.merge(headers);
         replay = new ArrayList<>(sent);
         req = requested;
         half = halfClosed;
@@ -189,12 +326,20 @@ public final class ErrorOwnershipClientInterceptor implements ClientInterceptor 
         h.removeAll(PREVIOUS);
         h.put(PREVIOUS, Integer.toString(n));
       }
-      Context ctx = span == null ? parent : parent.with(span);
-      if (span != null) {
-        settings.openTelemetry.getPropagators().getTextMapPropagator().inject(ctx, h, SETTER);
-      }
-      try (Scope ignored = ctx.makeCurrent()) {
-        c.start(new AttemptListener(n, span), h);
+      // The attempt's call is made in its context: an instrumentation further down the channel
+      // makes its span there.
+      try (Scope ignored = attempts.start(n, h).makeCurrent()) {
+        ClientCall<ReqT, RespT> c = next.newCall(method, options);
+        boolean gone;
+        synchronized (this) {
+          current = c;
+          gone = cancelled;
+        }
+        c.start(new AttemptListener(n), h);
+        if (gone) {
+          c.cancel("call cancelled", null);
+          return;
+        }
         if (req > 0) {
           c.request(req);
         }
@@ -266,13 +411,11 @@ public final class ErrorOwnershipClientInterceptor implements ClientInterceptor 
 
     private final class AttemptListener extends Listener<RespT> {
       private final int n;
-      private final Span span;
       private Metadata respHeaders;
       private final List<RespT> messages = new ArrayList<>(1);
 
-      AttemptListener(int n, Span span) {
+      AttemptListener(int n) {
         this.n = n;
-        this.span = span;
       }
 
       @Override
@@ -296,30 +439,7 @@ public final class ErrorOwnershipClientInterceptor implements ClientInterceptor 
 
       @Override
       public void onClose(Status status, Metadata trailers) {
-        if (span != null) {
-          span.setAttribute(GRPC_STATUS, (long) status.getCode().value());
-          if (faults.contains(status.getCode())) {
-            span.setStatus(StatusCode.ERROR);
-          }
-        }
-        if (!faults.contains(status.getCode())) {
-          state.succeeded(n, span);
-          end();
-          deliver(status, trailers);
-          return;
-        }
-        boolean stop;
-        synchronized (RetryingCall.this) {
-          stop = cancelled;
-        }
-        stop =
-            stop
-                || grpcContext.isCancelled()
-                || (deadlineNanos != 0 && deadlineNanos - System.nanoTime() <= 0);
-        Claim received = ErrorOwnershipServerInterceptor.claimOf(trailers);
-        RetryDecision d = state.failed(n, received, deadlineNanos, stop, span);
-        end();
-        if (d != RetryDecision.RETRIED) {
+        if (attempts.closed(n, status, trailers) != RetryDecision.RETRIED) {
           deliver(status, trailers);
           return;
         }
@@ -334,27 +454,21 @@ public final class ErrorOwnershipClientInterceptor implements ClientInterceptor 
                     gone = cancelled;
                   }
                   if (gone || grpcContext.isCancelled()) {
-                    state.abandoned(received);
+                    attempts.abandoned();
                     deliver(Status.CANCELLED.withDescription("retry abandoned"), new Metadata());
                     return;
                   }
                   try {
                     startAttempt(n + 1);
                   } catch (RuntimeException e) {
-                    state.abandoned(received);
+                    attempts.abandoned();
                     deliver(
                         Status.INTERNAL.withDescription("retry failed to start").withCause(e),
                         new Metadata());
                   }
                 },
-                state.delayNanos,
+                attempts.delayNanos(),
                 TimeUnit.NANOSECONDS);
-      }
-
-      private void end() {
-        if (span != null) {
-          span.end();
-        }
       }
 
       private void deliver(Status status, Metadata trailers) {

@@ -7,7 +7,7 @@ import io.github.errorownership.hooks.HintSource;
 import io.github.errorownership.hooks.Ledger;
 import io.github.errorownership.hooks.OwnershipNames;
 import io.github.errorownership.hooks.RetryBudget;
-import io.github.errorownership.hooks.RetryDecision;
+import io.github.errorownership.hooks.internal.AsyncLoop;
 import io.github.errorownership.hooks.internal.ClientCallState;
 import io.github.errorownership.hooks.internal.HttpRules;
 import io.github.errorownership.hooks.internal.RetrySettings;
@@ -31,9 +31,7 @@ import java.net.http.WebSocket;
 import java.time.Duration;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
 import java.util.concurrent.Executor;
-import java.util.concurrent.TimeUnit;
 import java.util.function.Predicate;
 import javax.net.ssl.SSLContext;
 import javax.net.ssl.SSLParameters;
@@ -97,43 +95,7 @@ public final class ErrorOwnershipHttpClient extends HttpClient {
   public <T> HttpResponse<T> send(HttpRequest request, HttpResponse.BodyHandler<T> handler)
       throws IOException, InterruptedException {
     Context parent = Context.current();
-    ClientCallState call = begin(request);
-    return SendLoop.run(
-        new SpanLoop<HttpResponse<T>>(call) {
-          @Override
-          protected Span startSpan(int n) {
-            return ErrorOwnershipHttpClient.this.startSpan(request, parent);
-          }
-
-          @Override
-          protected HttpResponse<T> send(int n, Span span)
-              throws IOException, InterruptedException {
-            HttpRequest ar = attemptRequest(request, n, parent, span);
-            try (Scope ignored = span == null ? null : parent.with(span).makeCurrent()) {
-              return delegate.send(ar, handler);
-            }
-          }
-
-          @Override
-          protected int status(HttpResponse<T> res) {
-            return res.statusCode();
-          }
-
-          @Override
-          protected Claim claim(HttpResponse<T> res) {
-            return claimOf(res.headers());
-          }
-
-          @Override
-          protected boolean canceled(IOException failure) {
-            return Thread.currentThread().isInterrupted();
-          }
-
-          @Override
-          public void discard(HttpResponse<T> res) {
-            JdkCalls.discard(res);
-          }
-        });
+    return SendLoop.run(new Attempts<>(begin(request), request, handler, null, parent));
   }
 
   @Override
@@ -152,75 +114,72 @@ public final class ErrorOwnershipHttpClient extends HttpClient {
     try (Scope ignored = parent.makeCurrent()) {
       call = begin(request);
     }
-    CompletableFuture<HttpResponse<T>> result = new CompletableFuture<>();
-    attemptAsync(request, handler, push, parent, call, 0, result);
-    return result;
+    return AsyncLoop.run(
+        new Attempts<>(call, request, handler, push, parent), new CompletableFuture<>());
   }
 
-  private <T> void attemptAsync(
-      HttpRequest request,
-      HttpResponse.BodyHandler<T> handler,
-      HttpResponse.PushPromiseHandler<T> push,
-      Context parent,
-      ClientCallState call,
-      int attempt,
-      CompletableFuture<HttpResponse<T>> result) {
-    Span span = startSpan(request, parent);
-    HttpRequest ar = attemptRequest(request, attempt, parent, span);
-    CompletableFuture<HttpResponse<T>> f;
-    try (Scope ignored = span == null ? null : parent.with(span).makeCurrent()) {
-      f = push == null ? delegate.sendAsync(ar, handler) : delegate.sendAsync(ar, handler, push);
-    } catch (RuntimeException e) {
-      HttpRules.endAttemptSpan(span, -1, e);
-      call.failed(attempt, Claim.MISSING, 0, true, span);
-      result.completeExceptionally(e);
-      return;
+  /** The attempts of one call, each a span of the hooks' (none without OpenTelemetry). */
+  private final class Attempts<T> extends SpanLoop<HttpResponse<T>> {
+    private final HttpRequest request;
+    private final HttpResponse.BodyHandler<T> handler;
+    private final HttpResponse.PushPromiseHandler<T> push;
+    private final Context parent;
+
+    Attempts(
+        ClientCallState call,
+        HttpRequest request,
+        HttpResponse.BodyHandler<T> handler,
+        HttpResponse.PushPromiseHandler<T> push,
+        Context parent) {
+      super(call);
+      this.request = request;
+      this.handler = handler;
+      this.push = push;
+      this.parent = parent;
     }
-    // The callback settles result on every path, also when it throws, so the future whenComplete
-    // returns (f's outcome once more) has nothing left to report.
-    CompletableFuture<HttpResponse<T>> unused =
-        f.whenComplete(
-            (res, err) -> {
-              try {
-                Throwable cause =
-                    err instanceof CompletionException && err.getCause() != null
-                        ? err.getCause()
-                        : err;
-                int status = res == null ? -1 : res.statusCode();
-                if (res != null && !HttpRules.serverFault(status)) {
-                  call.succeeded(attempt, span);
-                  HttpRules.endAttemptSpan(span, status, null);
-                  result.complete(res);
-                  return;
-                }
-                Claim received = res == null ? Claim.MISSING : claimOf(res.headers());
-                boolean canceled =
-                    result.isCancelled() || !(cause == null || cause instanceof IOException);
-                RetryDecision d = call.failed(attempt, received, 0, canceled, span);
-                HttpRules.endAttemptSpan(span, status, cause);
-                if (d != RetryDecision.RETRIED) {
-                  if (res != null) {
-                    result.complete(res);
-                  } else {
-                    result.completeExceptionally(cause);
-                  }
-                  return;
-                }
-                JdkCalls.discard(res);
-                Executor later =
-                    CompletableFuture.delayedExecutor(call.delayNanos, TimeUnit.NANOSECONDS);
-                later.execute(
-                    () -> {
-                      if (result.isDone()) {
-                        call.abandoned(received);
-                        return;
-                      }
-                      attemptAsync(request, handler, push, parent, call, attempt + 1, result);
-                    });
-              } catch (RuntimeException e) {
-                result.completeExceptionally(e);
-              }
-            });
+
+    @Override
+    protected Span startSpan(int n) {
+      return ErrorOwnershipHttpClient.this.startSpan(request, parent);
+    }
+
+    @Override
+    protected HttpResponse<T> send(int n, Span span) throws IOException, InterruptedException {
+      HttpRequest ar = attemptRequest(request, n, parent, span);
+      try (Scope ignored = span == null ? null : parent.with(span).makeCurrent()) {
+        return delegate.send(ar, handler);
+      }
+    }
+
+    @Override
+    protected CompletableFuture<HttpResponse<T>> sendAsync(int n, Span span) {
+      HttpRequest ar = attemptRequest(request, n, parent, span);
+      try (Scope ignored = span == null ? null : parent.with(span).makeCurrent()) {
+        return push == null
+            ? delegate.sendAsync(ar, handler)
+            : delegate.sendAsync(ar, handler, push);
+      }
+    }
+
+    @Override
+    protected int status(HttpResponse<T> res) {
+      return res.statusCode();
+    }
+
+    @Override
+    protected Claim claim(HttpResponse<T> res) {
+      return claimOf(res.headers());
+    }
+
+    @Override
+    protected boolean canceled(IOException failure) {
+      return Thread.currentThread().isInterrupted();
+    }
+
+    @Override
+    public void discard(HttpResponse<T> res) {
+      JdkCalls.discard(res);
+    }
   }
 
   private ClientCallState begin(HttpRequest request) {

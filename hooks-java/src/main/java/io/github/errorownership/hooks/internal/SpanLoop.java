@@ -6,14 +6,16 @@ import io.github.errorownership.hooks.Claim;
 import io.github.errorownership.hooks.RetryDecision;
 import io.opentelemetry.api.trace.Span;
 import java.io.IOException;
+import java.util.concurrent.CompletableFuture;
 
 /**
- * A {@link SendLoop} of the library's clients, whose attempts are the hooks' own spans (none
- * without OpenTelemetry): the decisions and the span ends, alike for every client library.
+ * A {@link SendLoop} (and {@link AsyncLoop}) of the library's clients, whose attempts are the
+ * hooks' own spans (none without OpenTelemetry): the decisions and the span ends, alike for every
+ * client library.
  *
  * @param <R> the client library's response type
  */
-public abstract class SpanLoop<R> implements SendLoop<R> {
+public abstract class SpanLoop<R> implements SendLoop<R>, AsyncLoop<R> {
   private final ClientCallState call;
   private Span span;
   private Claim received = Claim.MISSING;
@@ -27,6 +29,11 @@ public abstract class SpanLoop<R> implements SendLoop<R> {
 
   /** Sends attempt {@code n}, its span ({@code span}, maybe null) current. */
   protected abstract R send(int n, Span span) throws IOException, InterruptedException;
+
+  /** Sends attempt {@code n} asynchronously, its span current; only for an {@link AsyncLoop}. */
+  protected CompletableFuture<R> sendAsync(int n, Span span) {
+    throw new UnsupportedOperationException("a synchronous loop");
+  }
 
   /** The response's status. */
   protected abstract int status(R response);
@@ -44,7 +51,22 @@ public abstract class SpanLoop<R> implements SendLoop<R> {
   }
 
   @Override
+  public final CompletableFuture<R> attemptAsync(int n) {
+    span = startSpan(n);
+    return sendAsync(n, span);
+  }
+
+  @Override
   public final RetryDecision ended(int n, R res, IOException failure) {
+    return decide(n, res, failure, canceled(failure));
+  }
+
+  @Override
+  public final RetryDecision endedAsync(int n, R res, Throwable failure, boolean canceled) {
+    return decide(n, res, failure, canceled);
+  }
+
+  private RetryDecision decide(int n, R res, Throwable failure, boolean canceled) {
     int status = res == null ? -1 : status(res);
     if (res != null && !HttpRules.serverFault(status)) {
       call.succeeded(n, span);
@@ -52,7 +74,7 @@ public abstract class SpanLoop<R> implements SendLoop<R> {
       return RetryDecision.NONE;
     }
     received = res == null ? Claim.MISSING : claim(res);
-    RetryDecision d = call.failed(n, received, 0, canceled(failure), span);
+    RetryDecision d = call.failed(n, received, 0, canceled, span);
     HttpRules.endAttemptSpan(span, status, failure);
     return d;
   }

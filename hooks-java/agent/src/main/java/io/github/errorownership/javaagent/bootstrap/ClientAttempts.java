@@ -22,11 +22,11 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * Added to every HTTP client instrumenter of the agent (java-http-client, http-url-connection,
- * okhttp, apache-httpclient, …): each call the agent sees is recorded in the request's ledger, so
- * that calls through libraries the hooks do not retry still decide the claim. An attempt of a call
- * the hooks retry ({@link LoopCall}) is decided at the end of its span, and its attributes set on
- * it, once.
+ * Added to every HTTP (and RPC) client instrumenter of the agent (java-http-client,
+ * http-url-connection, okhttp, apache-httpclient, …): each call the agent sees is recorded in the
+ * request's ledger, so that calls through libraries the hooks do not retry still decide the claim.
+ * An attempt of a call the hooks retry ({@link LoopCall}) is decided at the end of its span, and
+ * its attributes set on it, once.
  */
 public final class ClientAttempts
     implements AttributesExtractor<Object, Object>, ContextCustomizer<Object> {
@@ -38,13 +38,24 @@ public final class ClientAttempts
   private static final AttributeKey<Long> STATUS =
       AttributeKey.longKey("http.response.status_code");
 
-  public static final ClientAttempts INSTANCE = new ClientAttempts();
+  /** For the HTTP client instrumenters: the attempts the hooks retry, and every other call. */
+  public static final ClientAttempts INSTANCE = new ClientAttempts(true);
 
-  private ClientAttempts() {}
+  /**
+   * For the RPC client instrumenters (gRPC): the attempts the hooks retry only, as the library's
+   * interceptor records no streaming call.
+   */
+  public static final ClientAttempts RPC = new ClientAttempts(false);
+
+  private final boolean plain;
+
+  private ClientAttempts(boolean plain) {
+    this.plain = plain;
+  }
 
   @Override
   public Context onStart(Context parent, Object request, Attributes startAttributes) {
-    if (parent.get(LoopCall.KEY) != null || parent.get(PLAIN) != null) {
+    if (!plain || parent.get(LoopCall.KEY) != null || parent.get(PLAIN) != null) {
       return parent;
     }
     Ledger ledger = Ledger.fromContext(parent);

@@ -6,7 +6,6 @@ import io.github.errorownership.hooks.Claim;
 import io.github.errorownership.hooks.Ledger;
 import io.github.errorownership.hooks.RetryDecision;
 import io.github.errorownership.hooks.internal.ClientCallState;
-import io.github.errorownership.hooks.internal.HttpRules;
 import io.opentelemetry.api.common.AttributeKey;
 import io.opentelemetry.api.common.Attributes;
 import io.opentelemetry.api.common.AttributesBuilder;
@@ -14,11 +13,11 @@ import io.opentelemetry.context.Context;
 import io.opentelemetry.context.ContextKey;
 
 /**
- * One logical call the hooks retry (java.net.http under the agent). The agent's instrumentation
- * makes each attempt's CLIENT span; {@link ClientAttempts}, an attributes extractor of that
- * instrumentation, ends the attempt here while the span is still open, so that the decision's
- * attributes land on the agent's span. The subclass, next to the client library, reads its
- * responses.
+ * One logical call the hooks retry under the agent (java.net.http, OkHttp, gRPC). The agent's
+ * instrumentation makes each attempt's CLIENT span; {@link ClientAttempts}, an attributes extractor
+ * of that instrumentation, ends the attempt here while the span is still open, so that the
+ * decision's attributes land on the agent's span. The subclass, next to the client library, reads
+ * its responses.
  */
 public abstract class LoopCall {
   static final ContextKey<LoopCall> KEY = ContextKey.named("errorownership-agent-call");
@@ -32,14 +31,38 @@ public abstract class LoopCall {
   private Claim received = Claim.MISSING;
   private boolean resendCounted;
 
+  private final boolean http;
+
   protected LoopCall(Context parent, String peer, String operation, boolean policy) {
-    this.state =
-        new ClientCallState(
-            AgentHooks.get().retry, Ledger.fromContext(parent), peer, operation, policy, true);
+    this(parent, peer, operation, policy, true);
   }
 
-  /** The response's status. */
-  protected abstract int status(Object response);
+  /** A call of HTTP ({@code http}, its retries counted in http.request.resend_count) or gRPC. */
+  protected LoopCall(Context parent, String peer, String operation, boolean policy, boolean http) {
+    this.http = http;
+    this.state =
+        new ClientCallState(
+            AgentHooks.get().retry, Ledger.fromContext(parent), peer, operation, policy, http);
+  }
+
+  /** The call a client instrumentation's span is an attempt of, in its context, or null. */
+  public static LoopCall current(Context context) {
+    return context.get(KEY);
+  }
+
+  /** Whether {@code response} is a server fault. */
+  protected abstract boolean fault(Object response);
+
+  /** Whether the caller gave up, when an attempt failed with {@code error} (maybe null). */
+  protected boolean canceled(Throwable error) {
+    return Thread.currentThread().isInterrupted()
+        || !(error == null || error instanceof java.io.IOException);
+  }
+
+  /** The caller's deadline ({@link System#nanoTime}), or 0. */
+  protected long deadlineNanos() {
+    return 0;
+  }
 
   /** The response's Error-Claim values, read as a claim. */
   protected abstract Claim claim(Object response);
@@ -95,19 +118,15 @@ public abstract class LoopCall {
 
   private void end(Object response, Throwable error, AttributesBuilder attributes) {
     ended = true;
-    int status = response == null ? -1 : status(response);
-    if (response != null && !HttpRules.serverFault(status)) {
+    if (response != null && !fault(response)) {
       decision = RetryDecision.NONE;
       state.succeeded(attempt, null);
-      put(attributes, ClientCallState.attributes(attempt, Claim.MISSING, decision, true));
+      put(attributes, ClientCallState.attributes(attempt, Claim.MISSING, decision, http));
       return;
     }
     received = response == null ? Claim.MISSING : claim(response);
-    boolean canceled =
-        Thread.currentThread().isInterrupted()
-            || !(error == null || error instanceof java.io.IOException);
-    decision = state.failed(attempt, received, 0, canceled, null);
-    put(attributes, ClientCallState.attributes(attempt, received, decision, true));
+    decision = state.failed(attempt, received, deadlineNanos(), canceled(error), null);
+    put(attributes, ClientCallState.attributes(attempt, received, decision, http));
   }
 
   /** Puts the attempt's attributes on its span, each once: none the instrumentation set. */

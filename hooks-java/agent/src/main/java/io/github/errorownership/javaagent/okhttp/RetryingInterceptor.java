@@ -93,8 +93,8 @@ public final class RetryingInterceptor implements Interceptor {
     }
 
     @Override
-    protected int status(Object response) {
-      return ((Response) response).code();
+    protected boolean fault(Object response) {
+      return HttpRules.serverFault(((Response) response).code());
     }
 
     @Override

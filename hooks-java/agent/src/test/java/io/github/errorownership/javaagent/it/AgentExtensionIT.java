@@ -45,7 +45,7 @@ class AgentExtensionIT {
 
   private static final String AGENT = System.getProperty("otel.agent.jar");
   private static final String EXTENSION = System.getProperty("extension.jar");
-  private static final Path CONFORMANCE =
+  static final Path CONFORMANCE =
       Path.of(
           System.getenv("CONFORMANCE_DIR") != null
               ? System.getenv("CONFORMANCE_DIR")
@@ -74,8 +74,30 @@ class AgentExtensionIT {
     return run(extension, env, List.of(), args);
   }
 
+  /** What the runner does while a child JVM serves on {@code port}. */
+  interface WhileServing {
+    void run(int port) throws Exception;
+  }
+
   static Run run(boolean extension, Map<String, String> env, List<String> jvmArgs, String... args)
       throws Exception {
+    return run(extension, env, jvmArgs, null, args);
+  }
+
+  /**
+   * Runs VectorApp under the agent: its RESULT lines and the spans it exported. With {@code
+   * serving}, the child prints {@code PORT <port>}, {@code serving} runs, and its standard input is
+   * closed to end it.
+   */
+  static Run run(
+      boolean extension,
+      Map<String, String> env,
+      List<String> jvmArgs,
+      WhileServing serving,
+      String... args)
+      throws Exception {
+    // javax-server: JavaxApp on Jetty 9.4, a class path without Jetty 12.
+    boolean javax = args[0].equals("javax-server");
     List<String> cmd = new ArrayList<>();
     cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
     cmd.add("-javaagent:" + AGENT);
@@ -90,8 +112,8 @@ class AgentExtensionIT {
             "-Dotel.logs.exporter=none",
             "-Dotel.bsp.schedule.delay=100",
             "-cp",
-            System.getProperty("app.classpath"),
-            VectorApp.class.getName()));
+            javax ? System.getProperty("javax.classpath") : System.getProperty("app.classpath"),
+            javax ? JavaxApp.class.getName() : VectorApp.class.getName()));
     cmd.addAll(Arrays.asList(args));
     ProcessBuilder pb = new ProcessBuilder(cmd);
     pb.environment().putAll(env);
@@ -99,6 +121,27 @@ class AgentExtensionIT {
     File err = File.createTempFile("agent-it", ".err");
     pb.redirectOutput(out).redirectError(err);
     Process p = pb.start();
+    if (serving != null) {
+      long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(1);
+      String port = null;
+      while (port == null) {
+        port =
+            Files.readString(out.toPath(), StandardCharsets.UTF_8)
+                .lines()
+                .filter(l -> l.startsWith("PORT "))
+                .map(l -> l.substring(5))
+                .findFirst()
+                .orElse(null);
+        assertTrue(p.isAlive() || port != null, "the child JVM ended before it served");
+        assertTrue(System.nanoTime() < deadline, "the child JVM did not serve in a minute");
+        Thread.sleep(20);
+      }
+      try {
+        serving.run(Integer.parseInt(port.trim()));
+      } finally {
+        p.getOutputStream().close();
+      }
+    }
     assertTrue(p.waitFor(3, TimeUnit.MINUTES), "child JVM did not finish");
     String stdout = Files.readString(out.toPath(), StandardCharsets.UTF_8);
     String stderr = Files.readString(err.toPath(), StandardCharsets.UTF_8);
@@ -162,9 +205,50 @@ class AgentExtensionIT {
     return m;
   }
 
+  /** More cases a client vectors' child JVM runs, in the same configuration. */
+  interface AlsoRun {
+    /** The arguments of the cases of configuration {@code env}, after {@link VectorApp#AND}. */
+    List<String> args(Map<String, String> env) throws Exception;
+
+    /** Checks the cases of configuration {@code env} in {@code run}. */
+    void check(Map<String, String> env, Run run) throws Exception;
+  }
+
   @Test
   void clientVectors() throws Exception {
-    clientVectors("client", "io.opentelemetry.java-http-client");
+    // client.json again through sendAsync, and grpc.json's client cases, which come in
+    // client.json's
+    // configurations: one child JVM for all three.
+    Object[] cases = cases("client.json");
+    int[] async = {0};
+    AlsoRun sendAsync =
+        new AlsoRun() {
+          @Override
+          public List<String> args(Map<String, String> env) {
+            List<String> args =
+                new ArrayList<>(List.of("async", CONFORMANCE.resolve("client.json").toString()));
+            byEnv(cases).get(env).forEach(i -> args.add(Integer.toString(i)));
+            return args;
+          }
+
+          @Override
+          public void check(Map<String, String> env, Run run) {
+            for (int i : byEnv(cases).get(env)) {
+              checkClient(
+                  run,
+                  "sendAsync: ",
+                  (Map<?, ?>) cases[i],
+                  VectorApp.ASYNC_RESULTS + i,
+                  "io.opentelemetry.java-http-client");
+              async[0]++;
+            }
+          }
+        };
+    try (GrpcAgentIT.Clients grpc = new GrpcAgentIT.Clients()) {
+      clientVectors("client", "io.opentelemetry.java-http-client", sendAsync, grpc);
+      grpc.checkedAll();
+    }
+    assertEquals(cases.length, async[0], "client.json through sendAsync");
   }
 
   @Test
@@ -172,12 +256,12 @@ class AgentExtensionIT {
     clientVectors("okhttp", "io.opentelemetry.okhttp-3.0");
   }
 
-  /** client.json through the client {@code mode} names, each attempt a span of {@code scope}. */
-  static void clientVectors(String mode, String scope) throws Exception {
-    Object[] cases = cases("client.json");
-    // One child JVM per configuration: the environment is the hooks' only setting.
-    Map<String, List<String>> byEnv = new TreeMap<>();
-    Map<String, Map<String, String>> envs = new HashMap<>();
+  /**
+   * The cases by the environment that sets them up (max_attempts, budget), in the order of their
+   * first case: one child JVM each, the environment being the hooks' only setting.
+   */
+  static Map<Map<String, String>, List<Integer>> byEnv(Object[] cases) {
+    Map<Map<String, String>, List<Integer>> byEnv = new java.util.LinkedHashMap<>();
     for (int i = 0; i < cases.length; i++) {
       Map<?, ?> c = (Map<?, ?>) cases[i];
       Map<String, String> env = new TreeMap<>();
@@ -191,54 +275,78 @@ class AgentExtensionIT {
             "ERROROWNERSHIP_MIN_RETRIES_PER_SECOND",
             String.valueOf(budget.get("min_retries_per_second")));
       }
-      envs.put(env.toString(), env);
-      byEnv.computeIfAbsent(env.toString(), k -> new ArrayList<>()).add(Integer.toString(i));
+      byEnv.computeIfAbsent(env, k -> new ArrayList<>()).add(i);
     }
+    return byEnv;
+  }
+
+  /**
+   * Checks one case's attempts: exactly the agent's CLIENT spans of {@code trace}, of {@code
+   * scope}.
+   */
+  static void checkAttempts(Run run, String name, Object trace, Object[] wantSpans, String scope) {
+    List<SpanData> attempts =
+        run.spans().stream()
+            .filter(s -> s.trace().equals(trace) && s.kind() == 3)
+            .sorted(Comparator.comparingLong(SpanData::start))
+            .toList();
+    assertEquals(wantSpans.length, attempts.size(), name + ": one agent CLIENT span per attempt");
+    for (int a = 0; a < wantSpans.length; a++) {
+      SpanData s = attempts.get(a);
+      assertEquals(scope, s.scope(), name + ": the agent's span");
+      assertEquals(want((Map<?, ?>) wantSpans[a]), ours(s), name + ": attempt " + a);
+      assertEquals(0, s.dropped(), name + ": attempt " + a + " dropped attributes");
+    }
+  }
+
+  /**
+   * client.json through the client {@code mode} names, each attempt a span of {@code scope}; and
+   * {@code also}'s cases in the same child JVMs.
+   */
+  static void clientVectors(String mode, String scope, AlsoRun... also) throws Exception {
+    Object[] cases = cases("client.json");
     int checked = 0;
-    for (Map.Entry<String, List<String>> e : byEnv.entrySet()) {
+    for (Map.Entry<Map<String, String>, List<Integer>> e : byEnv(cases).entrySet()) {
       List<String> args =
           new ArrayList<>(List.of(mode, CONFORMANCE.resolve("client.json").toString()));
-      args.addAll(e.getValue());
-      Run run = run(true, envs.get(e.getKey()), args.toArray(String[]::new));
-      for (String idx : e.getValue()) {
-        int i = Integer.parseInt(idx);
-        Map<?, ?> c = (Map<?, ?>) cases[i];
-        String name = (String) c.get("name");
-        Map<?, ?> w = (Map<?, ?>) c.get("want");
-        Map<?, ?> got = run.results().get(i);
-        assertNotNull(got, name + ": no result");
-        assertEquals(
-            ((Number) w.get("status")).intValue(),
-            ((Number) got.get("status")).intValue(),
-            name + ": status");
-        assertEquals(
-            Arrays.asList((Object[]) w.get("requests")),
-            Arrays.asList((Object[]) got.get("requests")),
-            name + ": Retry-Attempt per attempt");
-        if (w.get("bodies") != null) {
-          assertEquals(
-              Arrays.asList((Object[]) w.get("bodies")),
-              Arrays.asList((Object[]) got.get("bodies")),
-              name + ": bodies");
-        }
-        List<SpanData> attempts =
-            run.spans().stream()
-                .filter(s -> s.trace().equals(got.get("trace")) && s.kind() == 3)
-                .sorted(Comparator.comparingLong(SpanData::start))
-                .toList();
-        Object[] wantSpans = (Object[]) w.get("spans");
-        assertEquals(
-            wantSpans.length, attempts.size(), name + ": one agent CLIENT span per attempt");
-        for (int a = 0; a < wantSpans.length; a++) {
-          SpanData s = attempts.get(a);
-          assertEquals(scope, s.scope(), name + ": the agent's span");
-          assertEquals(want((Map<?, ?>) wantSpans[a]), ours(s), name + ": attempt " + a);
-          assertEquals(0, s.dropped(), name + ": attempt " + a + " dropped attributes");
-        }
+      e.getValue().forEach(i -> args.add(Integer.toString(i)));
+      for (AlsoRun a : also) {
+        args.add(VectorApp.AND);
+        args.addAll(a.args(e.getKey()));
+      }
+      Run run = run(true, e.getKey(), args.toArray(String[]::new));
+      for (AlsoRun a : also) {
+        a.check(e.getKey(), run);
+      }
+      for (int i : e.getValue()) {
+        checkClient(run, "", (Map<?, ?>) cases[i], i, scope);
         checked++;
       }
     }
     assertEquals(cases.length, checked);
+  }
+
+  /** Checks client.json's case {@code c}, result {@code result} of {@code run}. */
+  static void checkClient(Run run, String prefix, Map<?, ?> c, int result, String scope) {
+    String name = prefix + c.get("name");
+    Map<?, ?> w = (Map<?, ?>) c.get("want");
+    Map<?, ?> got = run.results().get(result);
+    assertNotNull(got, name + ": no result");
+    assertEquals(
+        ((Number) w.get("status")).intValue(),
+        ((Number) got.get("status")).intValue(),
+        name + ": status");
+    assertEquals(
+        Arrays.asList((Object[]) w.get("requests")),
+        Arrays.asList((Object[]) got.get("requests")),
+        name + ": Retry-Attempt per attempt");
+    if (w.get("bodies") != null) {
+      assertEquals(
+          Arrays.asList((Object[]) w.get("bodies")),
+          Arrays.asList((Object[]) got.get("bodies")),
+          name + ": bodies");
+    }
+    checkAttempts(run, name, got.get("trace"), (Object[]) w.get("spans"), scope);
   }
 
   /** The server span of case i: the agent's SERVER span of GET /case/i. */
@@ -283,7 +391,7 @@ class AgentExtensionIT {
                   "operation", "GET /case/" + i,
                   "peer_service", "callee-" + i + "-" + j,
                   "peer_addresses", List.of("127.0.0.1"),
-                  "peer_operation", "GET " + VectorApp.calleePath(i, j),
+                  "peer_operation", "GET " + Calls.calleePath(i, j),
                   "mode", mode));
         }
       }
@@ -294,9 +402,19 @@ class AgentExtensionIT {
 
   @Test
   void serverVectors() throws Exception {
+    serverVectors("server");
+  }
+
+  @Test
+  void serverVectorsOnJavaxServlet() throws Exception {
+    serverVectors("javax-server");
+  }
+
+  /** All of server.json through {@code mode}: Jetty 12 (Jakarta) or Jetty 9.4 (javax). */
+  static void serverVectors(String mode) throws Exception {
     Object[] cases = cases("server.json");
     List<String> args =
-        new ArrayList<>(List.of("server", CONFORMANCE.resolve("server.json").toString()));
+        new ArrayList<>(List.of(mode, CONFORMANCE.resolve("server.json").toString()));
     List<Integer> picks = new ArrayList<>();
     for (int i = 0; i < cases.length; i++) {
       picks.add(i);
@@ -444,7 +562,7 @@ class AgentExtensionIT {
     double[] bare = new double[rounds];
     double[] hooked = new double[rounds];
     HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
-    try (VectorApp.Callee callee = new VectorApp.Callee(new Object[] {Map.of("status", 200L)});
+    try (Calls.Callee callee = new Calls.Callee(new Object[] {Map.of("status", 200L)});
         Child a = Child.start(false, callee.url());
         Child b = Child.start(true, callee.url())) {
       for (int i = 0; i < 4; i++) {
