@@ -6,7 +6,7 @@
 import * as http from 'node:http';
 import * as grpc from '@grpc/grpc-js';
 import * as eo from '@errorownership/hooks';
-import { grpcClientInterceptor, grpcServerInterceptor } from '@errorownership/hooks/grpc';
+import { grpcClientInterceptor, grpcServerInterceptor, wrapGrpcServer } from '@errorownership/hooks/grpc';
 
 const hints = eo.startHints('http://otel-collector:4320', process.env.OTEL_SERVICE_NAME ?? 'checkout');
 
@@ -39,7 +39,8 @@ export function grpcHooks(): { client: grpc.Client; server: grpc.Server } {
   const client = new grpc.Client(target, grpc.credentials.createInsecure(), {
     interceptors: [grpcClientInterceptor({ target, hints })],
   });
-  const server = new grpc.Server({ interceptors: [grpcServerInterceptor({ hints })] });
+  // wrapGrpcServer: the claim's attributes on instrumentation-grpc's SERVER span (below)
+  const server = wrapGrpcServer(new grpc.Server({ interceptors: [grpcServerInterceptor({ hints })] }));
   // endregion grpc
   return { client, server };
 }

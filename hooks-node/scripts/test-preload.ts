@@ -6,7 +6,8 @@
 // express; scripts/preload/app.js, a service that knows nothing of the
 // hooks, runs there in child processes under `node --require
 // @opentelemetry/auto-instrumentations-node/register --require
-// @errorownership/hooks/register` (both orders, and the hooks alone). Its
+// @errorownership/hooks/register` (both orders, the hooks switched off by
+// the OTEL_NODE_*_INSTRUMENTATIONS variables, and the hooks alone). Its
 // spans come to an OTLP/HTTP JSON receiver here; scripts/preload/count-sets.js
 // (test only) writes on each span how often each attribute was set.
 import * as assert from 'node:assert/strict';
@@ -663,6 +664,97 @@ test('the hooks alone, without the OpenTelemetry register', async t => {
     await svc.stop();
   }
 });
+
+// ---- switched off like an instrumentation ----
+
+/** An attribute of ours (conformance/README.md): what a span of a service with the hooks off never carries. */
+function isOurs(k: string): boolean {
+  return k.startsWith('error_ownership.') || k === 'http.request.resend_count';
+}
+
+const offSwitches: [string, Record<string, string>][] = [
+  ['OTEL_NODE_DISABLED_INSTRUMENTATIONS=errorownership', { OTEL_NODE_DISABLED_INSTRUMENTATIONS: 'errorownership' }],
+  [
+    'OTEL_NODE_ENABLED_INSTRUMENTATIONS without errorownership',
+    { OTEL_NODE_ENABLED_INSTRUMENTATIONS: 'http,express,undici,grpc' },
+  ],
+];
+
+for (const [name, off] of offSwitches) {
+  for (const [order, launch] of orders) {
+    if (launch === esm) continue; // the switch is read by the preload, however the register is loaded
+    test(`switched off by ${name}, ${order}`, async () => {
+      let polls = 0;
+      const hints = http.createServer((_req, res) => {
+        polls++;
+        res.writeHead(200, { 'Content-Type': 'application/json' });
+        res.end(JSON.stringify({ version: 1, service: SERVICE, edges: [] }));
+      });
+      const hintsAt = await listen(hints);
+      // Callees whose claimed faults the hooks would retry, up to ERROROWNERSHIP_MAX_ATTEMPTS.
+      const callee = await new ScriptedCallee([{ status: 503, claim: 'claimed' }]).listen();
+      const grpcCallee = await scriptedCallee([{ code: 'UNAVAILABLE', claim: 'claimed' }]);
+      const seen = spans.length;
+      const svc = new Service(launch, { ...off, [ENV_HINTS_ENDPOINT]: hintsAt, [ENV_MAX_ATTEMPTS]: '3' });
+      try {
+        for (const via of ['fetch', 'request'] as const) {
+          const had = callee.attempts.length;
+          const status = await svc.ask<number>('call', { via, url: callee.url + '/thing', method: 'GET', headers: {} });
+          assert.equal(status, 503, via);
+          assert.equal(callee.attempts.length - had, 1, `${via}: one attempt`);
+        }
+        assert.equal(await svc.ask<number>('grpcCall', { address: grpcCallee.address }), grpcCode('UNAVAILABLE'));
+        assert.equal(grpcCallee.attempts.length, 1, 'gRPC: one attempt');
+
+        // Faults the hooks would claim: own, and after a dependency's claimed failure.
+        const cases = [
+          { status: 503, calls: [] },
+          { status: 502, calls: [{ url: callee.url + '/dep', method: 'GET', via: 'fetch' }] },
+        ];
+        const base = await svc.ask<string>('serve', { kind: 'express', cases });
+        for (const [i, c] of cases.entries())
+          assert.deepEqual(await getCase(base, i), { status: c.status, claim: null }, `case ${i}: no Error-Claim`);
+        assert.equal(callee.attempts.length, 3, "the served request's call: one attempt");
+        const address = await svc.ask<string>('grpcServe', {
+          cases: [
+            { code: grpcCode('UNAVAILABLE'), calls: [] },
+            { code: grpcCode('INTERNAL'), calls: [grpcCallee.address] },
+          ],
+        });
+        for (const [i, c] of ['UNAVAILABLE', 'INTERNAL'].entries())
+          assert.deepEqual(
+            await grpcCase(address, i),
+            { code: grpcCode(c), claim: null, pushback: null },
+            `gRPC case ${i}: no error-claim`
+          );
+        assert.equal(grpcCallee.attempts.length, 2, "the served call's call: one attempt");
+
+        // The instrumentations still trace: their spans came, none with an attribute of ours.
+        const port = new URL(base).port;
+        const calleePort = new URL(callee.url).port;
+        const grpcPort = grpcCallee.address.split(':')[1];
+        const want: [string, (s: Span) => boolean, number][] = [
+          ['express SERVER spans', s => s.kind === 'server' && portOf(s) === port, 2],
+          ['CLIENT spans to the HTTP callee', s => s.kind === 'client' && portOf(s) === calleePort, 3],
+          ['gRPC SERVER spans', s => s.kind === 'server' && s.attrs['rpc.system'] === 'grpc', 2],
+          ['gRPC CLIENT spans to the callee', s => s.kind === 'client' && portOf(s) === grpcPort, 2],
+        ];
+        for (const [what, pred, n] of want) assert.equal((await spansWhen(pred, n, seen)).length, n, what);
+        const tagged = spans
+          .slice(seen)
+          .filter(s => Object.keys(s.attrs).some(isOurs))
+          .map(s => Object.keys(s.attrs).filter(isOurs));
+        assert.deepEqual(tagged, [], 'spans with attributes of ours');
+        assert.equal(polls, 0, 'hint polls');
+      } finally {
+        await svc.stop();
+        await callee.close();
+        grpcCallee.server.forceShutdown();
+        hints.close();
+      }
+    });
+  }
+}
 
 // ---- overhead against the register alone ----
 

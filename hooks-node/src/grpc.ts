@@ -263,29 +263,36 @@ export function claimTrailers(
 export interface ServerCall {
   readonly ledger: Ledger;
   readonly path: string;
+  /** The options of the interceptor that took the call: the handler's wrapper claims by them. */
+  readonly options: ServerClaimOptions;
   decided: boolean;
   /** The span the handler ran in, when the active one at the status is not it. */
   span?: Span;
 }
 
-/**
- * The server interceptor of the options, calling onStart with each call
- * and the metadata its handler gets (the zero-code hooks find the call by
- * it, inside the instrumentation's context).
+/*
+ * Each call's ServerCall, by the metadata object the interceptor passes on:
+ * grpc-js gives the handler that same object (call.metadata), so the
+ * handler's wrapper finds the call through it inside whatever context an
+ * instrumentation started for the handler.
  */
-export function serverInterceptor(
-  options: ServerClaimOptions,
-  onStart?: (sc: ServerCall, metadata: grpc.Metadata) => void
-): grpc.ServerInterceptor {
+const serverCalls = new WeakMap<object, ServerCall>();
+
+/**
+ * The server interceptor of the options: the handler runs with the call's
+ * ledger, and the status is claimed unless the handler's wrapper (wrapHandler)
+ * claimed it already.
+ */
+export function serverInterceptor(options: ServerClaimOptions): grpc.ServerInterceptor {
   return (methodDescriptor, call) => {
     const { ServerInterceptingCall } = g();
-    const sc: ServerCall = { ledger: new Ledger(), path: methodDescriptor.path, decided: false };
+    const sc: ServerCall = { ledger: new Ledger(), path: methodDescriptor.path, options, decided: false };
     const inLedger = <T>(fn: () => T): T => runWithLedger(sc.ledger, fn);
     return new ServerInterceptingCall(call, {
       start(next) {
         next({
           onReceiveMetadata(md, nxt) {
-            onStart?.(sc, md);
+            if (typeof md === 'object' && md !== null) serverCalls.set(md, sc);
             inLedger(() => nxt(md));
           },
           onReceiveMessage(msg, nxt) {
@@ -323,9 +330,119 @@ export function serverInterceptor(
  * grpc-retry-pushback-ms: -1 when unclaimed) and error_ownership.claim.sent,
  * error_ownership.claim.reason on the active (SERVER) span. A handler's own valid
  * claim in its trailers wins; any other value is replaced.
+ *
+ * Under @opentelemetry/instrumentation-grpc the SERVER span is ended before
+ * the status reaches any interceptor: wrap the server too (wrapGrpcServer),
+ * so that the claim is decided, and its attributes set, when the handler
+ * answers.
  */
 export function grpcServerInterceptor(
   options: Pick<GrpcHooksOptions, 'hints' | 'faultCodes'> = {}
 ): grpc.ServerInterceptor {
   return serverInterceptor({ hints: options.hints, faults: new Set(options.faultCodes ?? DEFAULT_FAULT_CODES) });
+}
+
+/** Whether m is a grpc-js Metadata (of any copy of grpc-js). */
+export function isMetadata(m: unknown): m is grpc.Metadata {
+  return (
+    typeof m === 'object' &&
+    m !== null &&
+    typeof (m as grpc.Metadata).clone === 'function' &&
+    typeof (m as grpc.Metadata).getMap === 'function'
+  );
+}
+
+/** A handler as grpc-js's Server.register takes it: (call[, callback]). */
+export type Handler = (this: unknown, call: { metadata?: unknown }, callback?: unknown) => unknown;
+
+/** The handler's error with the claim decided (on its trailers, or the callback's trailer that overrides them). */
+function claimed(sc: ServerCall, span: Span | undefined, args: unknown[]): void {
+  const err = args[0] as { code?: unknown; metadata?: unknown };
+  const code = typeof err.code === 'number' && Number.isInteger(err.code) ? err.code : 2; // grpc-js: UNKNOWN
+  const override = isMetadata(args[2]);
+  const given = override ? args[2] : err.metadata;
+  const md = claimTrailers(code, isMetadata(given) ? given : undefined, sc.ledger, sc.path, sc.options, span);
+  sc.decided = true;
+  if (!md) return;
+  if (override) {
+    args[2] = md;
+    return;
+  }
+  // A copy: the service may answer with the same error object again.
+  const copy = Object.create(Object.getPrototypeOf(err) as object, Object.getOwnPropertyDescriptors(err)) as {
+    metadata?: unknown;
+  };
+  copy.metadata = md;
+  args[0] = copy;
+}
+
+const wrappedHandlers = new WeakSet<object>();
+
+/**
+ * A handler that runs with its call's ledger in the active context and,
+ * for unary and client-streaming calls, decides the claim when it answers,
+ * on the span active in it: an instrumentation that wraps the handler
+ * (instrumentation-grpc starts its SERVER span from the root context and
+ * ends it in the handler's callback, before the status reaches an
+ * interceptor) then has the ledger inside its span and the attributes on it.
+ * A call no server interceptor of the hooks took runs the handler as it is.
+ */
+export function wrapHandler(handler: Handler): Handler {
+  if (wrappedHandlers.has(handler)) return handler;
+  const w: Handler = function (this: unknown, call, callback) {
+    const md = call && typeof call === 'object' ? call.metadata : undefined;
+    const sc = typeof md === 'object' && md !== null ? serverCalls.get(md) : undefined;
+    if (!sc) return handler.call(this, call, callback);
+    const span = trace.getSpan(context.active());
+    if (span) sc.span = span;
+    let cb = callback;
+    if (typeof callback === 'function')
+      cb = function (this: unknown, ...args: unknown[]): unknown {
+        if (args[0] && !sc.decided) {
+          try {
+            claimed(sc, span, args);
+          } catch {
+            // the interceptor claims at the status instead
+          }
+        }
+        return (callback as (...a: unknown[]) => unknown).apply(this, args);
+      };
+    return runWithLedger(sc.ledger, () => handler.call(this, call, cb));
+  };
+  wrappedHandlers.add(w);
+  return w;
+}
+
+const wrappedServers = new WeakSet<object>();
+
+type Register = (this: unknown, ...args: unknown[]) => unknown;
+
+/**
+ * Wraps the handlers of every service added to server from now on
+ * (addService, register) with the hooks', and returns server. Use it with
+ * grpcServerInterceptor, which takes the calls:
+ *
+ *   const server = wrapGrpcServer(new grpc.Server({ interceptors: [grpcServerInterceptor({ hints })] }));
+ *
+ * Under @opentelemetry/instrumentation-grpc, which wraps each handler in its
+ * SERVER span, this is what puts the claim's attributes on that span; without
+ * an instrumentation the interceptor alone does the same.
+ */
+export function wrapGrpcServer<S extends grpc.Server>(server: S): S {
+  if (wrappedServers.has(server)) return server;
+  const s = server as unknown as Record<string, unknown>;
+  // An own register (someone's instance patch) or, looked up at each call, the class's: an
+  // instrumentation that patches the prototype later still wraps the hooks' handler.
+  const own = Object.prototype.hasOwnProperty.call(s, 'register') ? (s.register as Register) : undefined;
+  Object.defineProperty(s, 'register', {
+    value: function register(this: unknown, ...args: unknown[]): unknown {
+      const inner = own ?? (Object.getPrototypeOf(server) as { register: Register }).register;
+      if (typeof args[1] === 'function') args[1] = wrapHandler(args[1] as Handler);
+      return inner.apply(this, args);
+    },
+    writable: true,
+    configurable: true,
+  });
+  wrappedServers.add(server);
+  return server;
 }

@@ -17,11 +17,12 @@ export const service: grpc.ServiceDefinition = {
 export const Client = grpc.makeGenericClientConstructor(service, 'Svc');
 export type Handler = grpc.handleUnaryCall<Buffer, Buffer>;
 
+/** Serves handler on a free port, from server when given (else a new one with options). */
 export async function startServer(
   handler: Handler,
-  options?: grpc.ServerOptions
+  options?: grpc.ServerOptions,
+  server = new grpc.Server(options)
 ): Promise<{ server: grpc.Server; address: string }> {
-  const server = new grpc.Server(options);
   server.addService(service, { Call: handler });
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) =>

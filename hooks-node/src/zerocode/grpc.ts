@@ -5,19 +5,20 @@ import type * as grpc from '@grpc/grpc-js';
 import Module = require('node:module');
 import { Span, context, createContextKey, trace } from '@opentelemetry/api';
 import { HintSource } from '../claim';
-import { ledgerFrom, runWithLedger } from '../ledger';
+import { ledgerFrom } from '../ledger';
 import { Budgets, Resolved, resolveSettings } from '../retrying';
 import { isSuppressed } from '../suppress';
 import { Attempt, LogicalCall } from '../http/attempt';
 import {
   DEFAULT_FAULT_CODES,
-  ServerCall,
+  Handler,
   ServerClaimOptions,
-  claimTrailers,
+  isMetadata,
   operation,
   serverInterceptor,
   settleStatus,
   targetAddress,
+  wrapHandler,
 } from '../grpc';
 import { GRPC_PREVIOUS_ATTEMPTS_KEY } from '../ownership';
 import { Nesting } from './client';
@@ -29,7 +30,8 @@ import { Nesting } from './client';
  * Server: Server.prototype.register (every addService goes through it) puts
  * the hooks' server interceptor (src/grpc.ts) last on the server, where it
  * keeps the ledger and claims the status, and wraps the handler it
- * registers. The instrumentation wraps that handler in turn, after register,
+ * registers (src/grpc.ts's wrapHandler, what the library's wrapGrpcServer
+ * does). The instrumentation wraps that handler in turn, after register,
  * whichever patched first: so the handler's wrapper runs inside the
  * instrumentation's SERVER span (which it starts from the ROOT context: the
  * wrapper puts the call's ledger back) and, for unary and client-streaming
@@ -84,63 +86,7 @@ function replace(obj: object, name: string, value: unknown): void {
   Object.defineProperty(obj, name, { value, writable: true, configurable: true, enumerable: true });
 }
 
-function isMetadata(m: unknown): m is grpc.Metadata {
-  return (
-    typeof m === 'object' &&
-    m !== null &&
-    typeof (m as grpc.Metadata).clone === 'function' &&
-    typeof (m as grpc.Metadata).getMap === 'function'
-  );
-}
-
 // ---- server ----
-
-const serverCalls = new WeakMap<object, ServerCall>();
-
-type Handler = (this: unknown, call: { metadata?: unknown }, callback?: unknown) => unknown;
-
-/** The handler's error with the claim decided (on its trailers, or the callback's trailer that overrides them). */
-function claimed(h: Hooks, sc: ServerCall, span: Span | undefined, args: unknown[]): void {
-  const err = args[0] as { code?: unknown; metadata?: unknown };
-  const code = typeof err.code === 'number' && Number.isInteger(err.code) ? err.code : 2; // grpc-js: UNKNOWN
-  const override = isMetadata(args[2]);
-  const given = override ? args[2] : err.metadata;
-  const md = claimTrailers(code, isMetadata(given) ? given : undefined, sc.ledger, sc.path, h.claims, span);
-  sc.decided = true;
-  if (!md) return;
-  if (override) {
-    args[2] = md;
-    return;
-  }
-  // A copy: the service may answer with the same error object again.
-  const copy = Object.create(Object.getPrototypeOf(err) as object, Object.getOwnPropertyDescriptors(err)) as {
-    metadata?: unknown;
-  };
-  copy.metadata = md;
-  args[0] = copy;
-}
-
-function wrapHandler(h: Hooks, handler: Handler): Handler {
-  return function (this: unknown, call, callback) {
-    const sc = call && typeof call.metadata === 'object' && call.metadata ? serverCalls.get(call.metadata) : undefined;
-    if (!sc) return handler.call(this, call, callback);
-    const span = trace.getSpan(context.active());
-    if (span) sc.span = span;
-    let cb = callback;
-    if (typeof callback === 'function')
-      cb = function (this: unknown, ...args: unknown[]): unknown {
-        if (args[0] && !sc.decided) {
-          try {
-            claimed(h, sc, span, args);
-          } catch {
-            // the interceptor claims at the status instead
-          }
-        }
-        return (callback as (...a: unknown[]) => unknown).apply(this, args);
-      };
-    return runWithLedger(sc.ledger, () => handler.call(this, call, cb));
-  };
-}
 
 function patchServer(h: Hooks, Server: { prototype: object }): void {
   const proto = Server.prototype as { register?: Fn };
@@ -151,7 +97,7 @@ function patchServer(h: Hooks, Server: { prototype: object }): void {
       const list: unknown = this.interceptors;
       if (Array.isArray(list) && !list.includes(h.interceptor))
         this.interceptors = [...(list as unknown[]), h.interceptor];
-      if (typeof args[1] === 'function') args[1] = wrapHandler(h, args[1] as Handler);
+      if (typeof args[1] === 'function') args[1] = wrapHandler(args[1] as Handler);
     } catch {
       // the server runs without the hooks
     }
@@ -518,7 +464,7 @@ export function hookGrpc(hints: HintSource, maxAttempts: number): void {
     settings: resolveSettings({ maxAttempts }),
     once: resolveSettings({ maxAttempts: 1 }),
     claims,
-    interceptor: serverInterceptor(claims, (sc, md) => serverCalls.set(md, sc)),
+    interceptor: serverInterceptor(claims),
   };
   const proto = Module.prototype as unknown as { require: (this: unknown, id: string) => unknown };
   const req = proto.require;
