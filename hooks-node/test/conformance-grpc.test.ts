@@ -6,11 +6,11 @@ import * as assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
 import { SpanKind } from '@opentelemetry/api';
 import { load } from './vectors';
-import { Client, call, code, scriptedCallee, startServer, stop } from './grpc-helpers';
-import { HintSource, Mode, RetryBudget, defaultRetryBudget } from '../src';
+import { Client, call, code, fast, scriptedCallee, scriptedDependencies, startServer, stop } from './grpc-helpers';
+import { StaticHints } from './helpers';
+import { RetryBudget } from '../src';
 import { grpcClientInterceptor, grpcServerInterceptor } from '../src/grpc';
 
-const fast = { backoff: { initialMs: 1, maxMs: 1 } };
 const v = load('grpc.json');
 
 test('grpc.json client', async t => {
@@ -48,39 +48,11 @@ test('grpc.json client', async t => {
   }
 });
 
-class StaticHints implements HintSource {
-  constructor(readonly modes: Map<string, Mode>) {}
-  mode(_op: string, peer: string): Mode {
-    return this.modes.get(peer) ?? 'unknown';
-  }
-  budgetLimits() {
-    return defaultRetryBudget();
-  }
-}
-
 test('grpc.json server', async t => {
   assert.ok(v.server.cases.length > 0);
   for (const tc of v.server.cases) {
     await t.test(tc.name, async () => {
-      const callees = [];
-      const clients: grpc.Client[] = [];
-      const modes = new Map<string, Mode>();
-      for (const c of tc.calls ?? []) {
-        const callee = await scriptedCallee(c.responses);
-        callees.push(callee);
-        if (c.mode) modes.set(callee.address, c.mode);
-        clients.push(
-          new Client(callee.address, grpc.credentials.createInsecure(), {
-            interceptors: [
-              grpcClientInterceptor({
-                ...fast,
-                target: callee.address,
-                budget: new RetryBudget({ ratio: 1, min_retries_per_second: 100 }),
-              }),
-            ],
-          })
-        );
-      }
+      const { callees, clients, modes } = await scriptedDependencies(tc.calls ?? []);
       let serverSpanId = '';
       const { server, address } = await startServer(
         (_call, cb) => {

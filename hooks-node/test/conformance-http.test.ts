@@ -7,7 +7,7 @@ import * as http from 'node:http';
 import express from 'express';
 import { SpanKind } from '@opentelemetry/api';
 import { load } from './vectors';
-import { ScriptedCallee, close, listen, testFetch } from './helpers';
+import { ScriptedCallee, StaticHints, close, listen, testFetch } from './helpers';
 import {
   HintSource,
   Mode,
@@ -16,7 +16,6 @@ import {
   createHttpClient,
   expressMiddleware,
   wrapRequestListener,
-  defaultRetryBudget,
 } from '../src';
 
 const fast = { backoff: { initialMs: 1, maxMs: 1 } };
@@ -88,17 +87,6 @@ for (const [kind, caller] of [
       });
     }
   });
-}
-
-/** Edge modes by callee address, as the hints would give them. */
-class StaticHints implements HintSource {
-  constructor(readonly modes: Map<string, Mode>) {}
-  mode(_op: string, peer: string): Mode {
-    return this.modes.get(peer) ?? 'unknown';
-  }
-  budgetLimits() {
-    return defaultRetryBudget();
-  }
 }
 
 const server = load('server.json');

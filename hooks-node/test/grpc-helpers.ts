@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 
 import * as grpc from '@grpc/grpc-js';
+import { Mode, RetryBudget } from '../src';
+import { grpcClientInterceptor } from '../src/grpc';
+
+/** Retries without waiting, for tests. */
+export const fast = { backoff: { initialMs: 1, maxMs: 1 } };
 
 const id = (b: Buffer): Buffer => b;
 export const service: grpc.ServiceDefinition = {
@@ -81,4 +86,36 @@ export async function scriptedCallee(
     else cb({ code: code(r.code), details: 'scripted', metadata: md });
   });
   return { server, address, attempts };
+}
+
+/**
+ * The dependencies of a grpc.json server case: a scripted callee for each of
+ * its calls, a client to it through the hooks' client interceptor, and the
+ * edge modes the case gives them, by callee address.
+ */
+export async function scriptedDependencies(calls: { responses: GrpcScripted[]; mode?: Mode }[]): Promise<{
+  callees: Awaited<ReturnType<typeof scriptedCallee>>[];
+  clients: grpc.Client[];
+  modes: Map<string, Mode>;
+}> {
+  const callees = [];
+  const clients: grpc.Client[] = [];
+  const modes = new Map<string, Mode>();
+  for (const c of calls) {
+    const callee = await scriptedCallee(c.responses);
+    callees.push(callee);
+    if (c.mode) modes.set(callee.address, c.mode);
+    clients.push(
+      new Client(callee.address, grpc.credentials.createInsecure(), {
+        interceptors: [
+          grpcClientInterceptor({
+            ...fast,
+            target: callee.address,
+            budget: new RetryBudget({ ratio: 1, min_retries_per_second: 100 }),
+          }),
+        ],
+      })
+    );
+  }
+  return { callees, clients, modes };
 }

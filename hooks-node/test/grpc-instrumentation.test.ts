@@ -11,23 +11,13 @@ import * as grpc from '@grpc/grpc-js';
 import { SpanKind } from '@opentelemetry/api';
 import { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { load } from './vectors';
-import { Client, Handler, call, code, scriptedCallee, startServer, stop } from './grpc-helpers';
-import { HintSource, Mode, RetryBudget, defaultRetryBudget, ledgerFrom } from '../src';
-import { grpcClientInterceptor, grpcServerInterceptor, wrapGrpcServer } from '../src/grpc';
+import { Client, Handler, call, code, scriptedDependencies, startServer, stop } from './grpc-helpers';
+import { StaticHints } from './helpers';
+import { HintSource, ledgerFrom } from '../src';
+import { grpcServerInterceptor, wrapGrpcServer } from '../src/grpc';
 
-const fast = { backoff: { initialMs: 1, maxMs: 1 } };
 const v = load('grpc.json');
 const SCOPE = '@opentelemetry/instrumentation-grpc';
-
-class StaticHints implements HintSource {
-  constructor(readonly modes: Map<string, Mode>) {}
-  mode(_op: string, peer: string): Mode {
-    return this.modes.get(peer) ?? 'unknown';
-  }
-  budgetLimits() {
-    return defaultRetryBudget();
-  }
-}
 
 type ServerCase = (typeof v.server.cases)[number];
 
@@ -62,25 +52,7 @@ async function runCase(
   tc: ServerCase,
   serve: (handler: Handler, hints: HintSource) => Promise<{ server: grpc.Server; address: string }>
 ): Promise<{ code: number; claim: string | null; pushback: string | null; seen: Seen; span: ReadableSpan }> {
-  const callees = [];
-  const clients: grpc.Client[] = [];
-  const modes = new Map<string, Mode>();
-  for (const c of tc.calls ?? []) {
-    const callee = await scriptedCallee(c.responses);
-    callees.push(callee);
-    if (c.mode) modes.set(callee.address, c.mode);
-    clients.push(
-      new Client(callee.address, grpc.credentials.createInsecure(), {
-        interceptors: [
-          grpcClientInterceptor({
-            ...fast,
-            target: callee.address,
-            budget: new RetryBudget({ ratio: 1, min_retries_per_second: 100 }),
-          }),
-        ],
-      })
-    );
-  }
+  const { callees, clients, modes } = await scriptedDependencies(tc.calls ?? []);
   const seen: Seen = {};
   const handler: Handler = (_call, cb) => {
     seen.spanId = trace.getSpan(context.active())?.spanContext().spanId;

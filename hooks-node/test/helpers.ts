@@ -2,6 +2,7 @@
 
 import * as http from 'node:http';
 import { AddressInfo } from 'node:net';
+import { HintSource, Mode, defaultRetryBudget } from '../src';
 
 /**
  * The fetch the hooked clients wrap: the global one, or, when the version run
@@ -62,4 +63,15 @@ export async function listen(srv: http.Server): Promise<string> {
 export function close(srv: http.Server): Promise<void> {
   srv.closeAllConnections();
   return new Promise(r => srv.close(() => r()));
+}
+
+/** Edge modes by callee address, as the hints would give them. */
+export class StaticHints implements HintSource {
+  constructor(readonly modes: Map<string, Mode>) {}
+  mode(_op: string, peer: string): Mode {
+    return this.modes.get(peer) ?? 'unknown';
+  }
+  budgetLimits() {
+    return defaultRetryBudget();
+  }
 }
