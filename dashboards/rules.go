@@ -181,6 +181,14 @@ func Rules(cfg RulesConfig) ([]byte, error) {
 	sumRate := func(by, selector string) string {
 		return fmt.Sprintf("sum by (%s) (rate(%s[%s]))", by, selector, w)
 	}
+	// occurs is an expression true while any of selectors grows.
+	occurs := func(by string, selectors ...string) string {
+		parts := make([]string, len(selectors))
+		for i, sel := range selectors {
+			parts[i] = sumRate(by, sel) + " > 0"
+		}
+		return strings.Join(parts, "\nor\n")
+	}
 	records := []rule{
 		{Record: rated(recRootRequests), Expr: sumRate(rootLabels, promRootRequests)},
 		{Record: rated(recServedPerRoot), Expr: sumRate(rootLabels+", errorownership_depth, service_name", promRootServed) +
@@ -218,16 +226,15 @@ func Rules(cfg RulesConfig) ([]byte, error) {
 			"{{ $labels.service_name }} fails coincidentally with a dependency it tolerates",
 			"{{ $value | humanizePercentage }} of {{ $labels.service_name }}'s requests over the last "+w+" failed for its own reason while a dependency it tolerates failed too: that dependency fails often."),
 		alert("ErrorOwnershipSpansDropped", "warning", cfg.For,
-			fmt.Sprintf("sum by (job, instance) (rate(%s[%s])) > 0\nor\nsum by (job, instance) (rate(%s[%s])) > 0", telSpansDropped, w, telTracesEvicted, w),
+			occurs("job, instance", telSpansDropped, telTracesEvicted),
 			"The errorownership processor on {{ $labels.instance }} drops spans",
 			"The processor's buffer is full: spans are left out of the analysis, or traces are analysed before decision_wait. Its figures undercount."),
 		alert("ErrorOwnershipHeldVerdictsFull", "warning", cfg.For,
-			fmt.Sprintf(`sum by (job, instance) (rate(%s{cause="evicted"}[%s])) > 0`, telVerdictsRejudged, w),
+			occurs("job, instance", telVerdictsRejudged+`{cause="evicted"}`),
 			"The errorownership processor on {{ $labels.instance }} holds as many verdicts as rejudge.max_held allows",
 			"Failed requests waiting for their edges to be learned are judged for the last time before their time: their verdicts stay provisional ones."),
 		alert("ErrorOwnershipStoreFlushesFailing", "warning", cfg.For,
-			fmt.Sprintf(`sum by (job, instance) (rate(%s{outcome=~"dropped|rejected"}[%s])) > 0`+"\nor\n"+`sum by (job, instance) (rate(%s[%s])) > 0`,
-				telStoreFlushes, w, telStoreRowsDropped, w),
+			occurs("job, instance", telStoreFlushes+`{outcome=~"dropped|rejected"}`, telStoreRowsDropped),
 			"The errorownership processor on {{ $labels.instance }} loses statistics the store refuses",
 			"Flushes to the store are dropped or rejected: the store's figures, the dashboards on it and the hints read from it miss what they carried."),
 		alert("ErrorOwnershipHintsStale", "warning", cfg.For,
@@ -235,7 +242,7 @@ func Rules(cfg RulesConfig) ([]byte, error) {
 			"The ownership hints on {{ $labels.instance }} are {{ $value | humanizeDuration }} old",
 			"The hints extension has not read the edge model from the store for {{ $value | humanizeDuration }}: the hooks that ask it get an old model, and new edges stay unknown to them."),
 		alert("ErrorOwnershipConnectorExportsFailing", "warning", cfg.For,
-			fmt.Sprintf(`sum by (job, instance, connector) (rate(%s[%s])) > 0`, telExportsFailed, w),
+			occurs("job, instance, connector", telExportsFailed),
 			"The errorownership connector {{ $labels.connector }} on {{ $labels.instance }} loses metrics",
 			"The metrics pipeline after the connector refuses its metrics; they are not sent again, and the Prometheus dashboards and these alerts miss them."),
 	}

@@ -194,11 +194,12 @@ func (c *ownershipConnector) Shutdown(ctx context.Context) error {
 // shutdown flushes, will reach no metrics. The collector shuts a processor
 // down before the components downstream of it, so this happens only to a
 // connector outside the processor's pipeline, and there at random (the
-// order of unrelated components is not fixed), and Start warned of it
-// already. The collector tells no component its pipelines (component.Host
-// has no such view, open-telemetry/opentelemetry-collector#2536): the
-// start order is what shows it. A processor withdraws its analysis when it
-// has shut down (figures.Publish).
+// order of unrelated components is not fixed). Start warns of such a
+// connector when it starts after the processor; one that started first is
+// told apart only here. The collector tells no component its pipelines
+// (component.Host has no such view,
+// open-telemetry/opentelemetry-collector#2536). A processor withdraws its
+// analysis when it has shut down (figures.Publish).
 func (c *ownershipConnector) checkShutdownOrder() {
 	if len(c.hubs) == 0 {
 		return

@@ -164,7 +164,7 @@ type series struct {
 	ex []exemplar
 }
 
-// keep adds the exemplars ex, the latest last, keeping the latest max.
+// keep adds the exemplars ex, the latest last, keeping the latest limit.
 func (s *series) keep(ex []exemplar, limit int) {
 	s.ex = append(s.ex, ex...)
 	if over := len(s.ex) - limit; over > 0 {

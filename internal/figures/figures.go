@@ -78,8 +78,8 @@ type Hub struct {
 
 // MarkStarted records that the analysis has started. The collector starts
 // the components downstream of a processor before it, so a connector that
-// finds its processor started is not downstream of it, and will be shut
-// down first.
+// finds its processor started is not downstream of it, and nothing keeps
+// the collector from shutting it down first.
 func (h *Hub) MarkStarted() { h.started.Store(true) }
 
 // Started reports whether MarkStarted was called.
