@@ -39,6 +39,7 @@ const INSTRUMENTATIONS = [
  * puts them in the module cache, where the register then finds them.
  */
 function patchInstrumentations(): void {
+  const esm = preloadsESM();
   const seen = new Set<string>();
   const bases = [path.join(process.cwd(), 'noop.js')];
   if (process.argv[1]) bases.push(path.resolve(process.argv[1]));
@@ -67,7 +68,7 @@ function patchInstrumentations(): void {
       } catch {
         // a copy that does not load is one no register uses
       }
-      patchESMBuild(file);
+      if (esm) patchESMBuild(file);
     }
   }
   // Copies loaded already from elsewhere (a register resolved from its own place).
@@ -90,6 +91,17 @@ function esmTarget(exp: unknown): string | undefined {
   if ('.' in e) return esmTarget(e['.']);
   for (const k of ['import', 'node', 'default']) if (k in e) return esmTarget(e[k]);
   return undefined;
+}
+
+/**
+ * Whether the process preloads ES modules (`--import`, or a loader), in its
+ * arguments or NODE_OPTIONS: an ESM register can only run before the service
+ * that way, so without them the ESM builds are nobody's to patch, and are not
+ * loaded.
+ */
+function preloadsESM(): boolean {
+  const args = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? '').split(/\s+/)];
+  return args.some(a => /^--(import|loader|experimental-loader)(=|$)/.test(a));
 }
 
 /*
