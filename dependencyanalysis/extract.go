@@ -85,7 +85,7 @@ func NewExtractor(cfg Config, syms *Symbols) *Extractor {
 	e := &Extractor{
 		attrs:      make(map[string]attrSpec, 24),
 		clientErrs: cfg.Classification.HTTPClientErrors,
-		syms:       symbolCache{table: syms, local: make(map[string]Symbol, 256), gen: syms.Generation()},
+		syms:       newSymbolCache(syms),
 		sampling:   make(map[samplingKey]SamplingClass, 4),
 	}
 	e.unknownSvc = syms.Intern(UnknownService)

@@ -53,3 +53,54 @@ func TestExtractorAfterSweep(t *testing.T) {
 	assert.Equal(t, "svc", syms.Name(again.Service))
 	assert.Equal(t, UnknownService, syms.Name(ex.unknownSvc))
 }
+
+// TestSymbolCache: the cache's direct-mapped front must give each name its
+// own symbol, also for names that share a slot there.
+func TestSymbolCache(t *testing.T) {
+	tests := []struct {
+		name  string
+		names []string
+	}{
+		{"short names", []string{"a", "b", "ab", "ba", "GET", "POST"}},
+		{"same length and outer bytes", []string{
+			"GET /api/v1/orders/{id}/items/list", "GET /api/v1/ordxx/{id}/items/list",
+			"GET /api/v1/orders/{id}/itemz/list", "GET /api/v1/orders/{ix}/items/list",
+		}},
+		{"more names than slots", func() []string {
+			var n []string
+			for i := range 3 * frontSlots {
+				n = append(n, fmt.Sprintf("operation-%04d", i))
+			}
+			return n
+		}()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			syms := NewSymbols(10000)
+			c := newSymbolCache(syms)
+			for round := range 2 { // the second round reads what the first cached
+				for _, n := range tt.names {
+					id := c.intern(n)
+					require.Equal(t, n, syms.Name(id), "round %d", round)
+					require.Equal(t, id, c.internBytes([]byte(n)), "round %d", round)
+				}
+			}
+		})
+	}
+}
+
+// TestSymbolCacheFull: a name the full table cannot take gets the overflow
+// symbol through the cache, and its own symbol once a sweep makes room.
+func TestSymbolCacheFull(t *testing.T) {
+	syms := NewSymbols(1)
+	c := newSymbolCache(syms)
+	first := c.intern("first")
+	require.Equal(t, "first", syms.Name(first))
+	assert.Equal(t, syms.Overflow(), c.intern("second"))
+	assert.Equal(t, syms.Overflow(), c.internBytes([]byte("second")))
+
+	syms.Sweep(func(func(Symbol)) {}) // frees "first"
+	require.True(t, c.fresh())
+	assert.Equal(t, "second", syms.Name(c.intern("second")))
+	assert.Equal(t, "second", syms.Name(c.internBytes([]byte("second"))))
+}
