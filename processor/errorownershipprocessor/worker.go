@@ -149,7 +149,7 @@ func (w *worker) analyse(batch []*buffer.Entry) {
 		return
 	}
 	var t tally
-	for i, e := range batch {
+	for _, e := range batch {
 		if w.p.abort.Load() {
 			t.dropped += int64(e.Len())
 		} else if ms, timed, ok := w.analyseTrace(e, &t); ok {
@@ -159,8 +159,9 @@ func (w *worker) analyse(batch []*buffer.Entry) {
 			}
 			t.traces++
 		}
-		batch[i] = nil
 	}
+	w.shard.Recycle(batch)
+	clear(batch)
 	ctx := context.Background()
 	tb := w.p.telemetry
 	if t.traces > 0 {

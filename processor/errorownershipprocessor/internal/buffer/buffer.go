@@ -111,6 +111,11 @@ type Shard struct {
 	// late spans are counted as late, apart from those of evicted traces.
 	recent recentFilter
 	closed bool
+	// free holds entries the worker has analysed (Recycle), for new
+	// traces to take instead of allocating: a trace's entry is otherwise
+	// one allocation and one object for the garbage collector to sweep,
+	// which a one-span trace pays for one span.
+	free []*Entry
 
 	// The hand-over queue has its own lock, held only to push or pop, so
 	// that a worker picking up evicted traces never waits for an insert
@@ -216,7 +221,7 @@ func (s *Shard) insert(g *group, now int64, c *Counts) (wasEmpty bool) {
 		}
 		s.makeRoom(1, n, nil, c)
 		wasEmpty = s.queue.len() == 0
-		e = &Entry{ID: g.id, queued: now}
+		e = s.newEntry(g.id, now)
 		s.traces.put(g.hash, e)
 		s.queue.push(e)
 	} else {
@@ -238,6 +243,41 @@ func (s *Shard) insert(g *group, now int64, c *Counts) (wasEmpty bool) {
 	s.peakTraces = max(s.peakTraces, s.queue.len()+int(s.handedTraces.Load()))
 	s.peakSpans = max(s.peakSpans, s.waitingSpans+int(s.handedSpans.Load()))
 	return wasEmpty
+}
+
+// newEntry returns an empty entry for trace id, queued at now: one the
+// worker recycled if there is one. The caller holds mu.
+func (s *Shard) newEntry(id pcommon.TraceID, now int64) *Entry {
+	n := len(s.free)
+	if n == 0 {
+		return &Entry{ID: id, queued: now}
+	}
+	e := s.free[n-1]
+	s.free[n-1] = nil
+	s.free = s.free[:n-1]
+	e.ID, e.queued = id, now
+	return e
+}
+
+// maxFree bounds the entries a shard keeps for reuse: two takes' worth
+// (a worker takes at most 64 traces at once), 28 KiB.
+const maxFree = 256
+
+// Recycle takes back entries the caller took from the shard (TakeDue,
+// TakeHanded) and is done with, for new traces. The caller must not use
+// them afterwards. Their records are let go, not reused: a segment may
+// still be read through the analysis it was handed to.
+func (s *Shard) Recycle(done []*Entry) {
+	if len(done) == 0 {
+		return
+	}
+	for _, e := range done {
+		*e = Entry{}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	room := min(len(done), maxFree-len(s.free))
+	s.free = append(s.free, done[:max(room, 0)]...)
 }
 
 // makeRoom takes the oldest traces early until one more trace (needTraces)

@@ -494,3 +494,58 @@ func TestBufferKeepsStrictestSampling(t *testing.T) {
 		})
 	}
 }
+
+// TestShardRecyclesEntries: a new trace takes an entry the worker gave
+// back, emptied, and a shard keeps at most maxFree of them.
+func TestShardRecyclesEntries(t *testing.T) {
+	s := newShard(1000, 10000, testWait)
+	var c Counts
+	put(s, 1, 3, 0, &c)
+	s.mu.Lock()
+	s.traces.get(traceHash(traceID(1)), traceID(1)).sampling = dependencyanalysis.SamplingInconsistent
+	s.mu.Unlock()
+	taken := takeAll(s, testWait)
+	require.Len(t, taken, 1)
+	old := taken[0]
+	s.Recycle(taken)
+
+	put(s, 2, 2, 500, &c)
+	got := takeAll(s, 500+testWait)
+	require.Len(t, got, 1)
+	e := got[0]
+	assert.Same(t, old, e, "the recycled entry")
+	assert.Equal(t, traceID(2), e.ID)
+	assert.Equal(t, 2, e.Len())
+	assert.Len(t, e.Spans(new([]dependencyanalysis.Span)), 2)
+	assert.Equal(t, dependencyanalysis.SamplingClass(0), e.Sampling(), "nothing of the trace before")
+	assert.Equal(t, Counts{}, c)
+
+	many := make([]*Entry, maxFree+10)
+	for i := range many {
+		many[i] = new(Entry)
+	}
+	s.Recycle(many)
+	s.Recycle(many[:5])
+	assert.Len(t, s.free, maxFree)
+}
+
+// TestShardSteadyStateAllocations: once the shard's table and queue have
+// grown, a one-span trace that passes through it allocates only its
+// segment (which put makes), not its entry.
+func TestShardSteadyStateAllocations(t *testing.T) {
+	s := newShard(1000, 10000, testWait)
+	var c Counts
+	now, next := int64(0), uint64(1)
+	cycle := func() {
+		for range 32 {
+			put(s, next, 1, now, &c)
+			next++
+		}
+		now += testWait
+		s.Recycle(takeAll(s, now))
+	}
+	for range 10 {
+		cycle()
+	}
+	assert.InDelta(t, 32, testing.AllocsPerRun(100, cycle), 1, "a segment a trace")
+}
