@@ -273,7 +273,7 @@ func (r *RootStats) EstimatedRadiusSum() float64 { return r.RadiusSumEst[0] + r.
 type Stats struct {
 	Operations map[OperationKey]*OperationStats
 	Edges      map[EdgeKey]*EdgeStats
-	Depths     map[DepthKey]DepthCount
+	Depths     map[DepthKey]*DepthCount
 	Roots      map[OperationKey]*RootStats
 	// Addresses counts logical calls by the address a service used to
 	// reach a peer service named otherwise (by its own service.name or a
@@ -315,8 +315,9 @@ type Stats struct {
 	// Direct-mapped caches in front of Operations and Edges: a trace's
 	// requests and calls mostly repeat keys seen moments ago, and a cache
 	// hit costs a multiply and a compare instead of hashing a struct key.
-	opCache   [256]opSlot
-	edgeCache [512]edgeSlot
+	opCache    [256]opSlot
+	edgeCache  [512]edgeSlot
+	depthCache [512]depthSlot
 }
 
 type opSlot struct {
@@ -329,6 +330,11 @@ type edgeSlot struct {
 	v *EdgeStats
 }
 
+type depthSlot struct {
+	k DepthKey
+	v *DepthCount
+}
+
 // mix spreads symbols over a cache; symbols are small dense integers.
 func mix(a, b Symbol) uint32 { return (uint32(a)*0x9E3779B1 ^ uint32(b)*0x85EBCA77) >> 16 }
 
@@ -337,7 +343,7 @@ func NewStats() *Stats {
 	return &Stats{
 		Operations:  make(map[OperationKey]*OperationStats),
 		Edges:       make(map[EdgeKey]*EdgeStats),
-		Depths:      make(map[DepthKey]DepthCount),
+		Depths:      make(map[DepthKey]*DepthCount),
 		Roots:       make(map[OperationKey]*RootStats),
 		Addresses:   make(map[AddressKey]uint64),
 		Provisional: make(map[OperationKey]*VerdictCounts),
@@ -361,6 +367,7 @@ func (s *Stats) Reset() {
 	clear(s.auditCount)
 	clear(s.opCache[:])
 	clear(s.edgeCache[:])
+	clear(s.depthCache[:])
 	s.Link = LinkStats{}
 	s.Traces, s.Extrapolated, s.CountedFailed = 0, 0, 0
 	s.Incomplete = [numIncomplete]uint64{}
@@ -546,6 +553,20 @@ func (s *Stats) edge(k EdgeKey) *EdgeStats {
 	return e
 }
 
+func (s *Stats) depth(k DepthKey) *DepthCount {
+	slot := &s.depthCache[(mix(k.RootService, k.RootOperation)^mix(Symbol(k.Depth), k.Service)*31)%uint32(len(s.depthCache))]
+	if slot.v != nil && slot.k == k {
+		return slot.v
+	}
+	c, ok := s.Depths[k]
+	if !ok {
+		c = new(DepthCount)
+		s.Depths[k] = c
+	}
+	*slot = depthSlot{k, c}
+	return c
+}
+
 // addDepths counts requests by depth under the trace's root request and
 // the root operation's storm radius.
 func (s *Stats) addDepths(t *Trace, w float64, m SamplingMethod) {
@@ -566,11 +587,9 @@ func (s *Stats) addDepths(t *Trace, w float64, m SamplingMethod) {
 		if r.Depth < 0 {
 			continue
 		}
-		k := DepthKey{rk.Service, rk.Operation, r.Depth, t.Spans[r.Span].Service}
-		c := s.Depths[k]
+		c := s.depth(DepthKey{rk.Service, rk.Operation, r.Depth, t.Spans[r.Span].Service})
 		c.N++
 		c.Est[m] += w
-		s.Depths[k] = c
 	}
 	st, ok := s.Roots[rk]
 	if !ok {
@@ -667,11 +686,10 @@ func (s *Stats) Merge(o *Stats) {
 		s.unaudit(k)
 	}
 	for k, v := range o.Depths {
-		c := s.Depths[k]
+		c := s.depth(k)
 		c.N += v.N
 		c.Est[0] += v.Est[0]
 		c.Est[1] += v.Est[1]
-		s.Depths[k] = c
 	}
 	for k, v := range o.Addresses {
 		s.Addresses[k] += v

@@ -66,6 +66,16 @@ func TestStatsMergeEqualsWhole(t *testing.T) {
 	assert.True(t, merged.Empty())
 	assert.Empty(t, merged.Audit)
 	assert.Empty(t, merged.Operations)
+	assert.Empty(t, merged.Depths)
+
+	// Reset Stats, whose caches held the figures of before, count as new
+	// ones do: a cache that outlived Reset would count into figures no
+	// longer in the maps.
+	judgeAll(spans, merged)
+	assert.Equal(t, whole.Operations, merged.Operations)
+	assert.Equal(t, whole.Edges, merged.Edges)
+	assert.Equal(t, whole.Depths, merged.Depths)
+	assert.Equal(t, whole.Roots, merged.Roots)
 }
 
 func TestStatsAuditLimit(t *testing.T) {

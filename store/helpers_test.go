@@ -88,9 +88,12 @@ func (b *builder) edge(svc, op, peer, peerOp string) *dependencyanalysis.EdgeSta
 
 func (b *builder) depth(rootSvc, rootOp string, depth int16, svc string, served uint64) {
 	k := dependencyanalysis.DepthKey{RootService: b.sym(rootSvc), RootOperation: b.sym(rootOp), Depth: depth, Service: b.sym(svc)}
-	c := b.s.Depths[k]
+	c, ok := b.s.Depths[k]
+	if !ok {
+		c = new(dependencyanalysis.DepthCount)
+		b.s.Depths[k] = c
+	}
 	c.N += served
-	b.s.Depths[k] = c
 }
 
 func (b *builder) root(svc, op string) *dependencyanalysis.RootStats {
@@ -167,10 +170,9 @@ func countedEstimates(s *dependencyanalysis.Stats) {
 			t.Decisions[i] = f(n)
 		}
 	}
-	for k, d := range s.Depths {
+	for _, d := range s.Depths {
 		if d.Est == [2]float64{} {
 			d.Est[counted] = f(d.N)
-			s.Depths[k] = d
 		}
 	}
 	for _, r := range s.Roots {
