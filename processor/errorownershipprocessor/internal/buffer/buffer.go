@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
@@ -37,8 +38,9 @@ import (
 // block the pipeline or to grow without bound.
 
 // maxSegments is how many batches' worth of records an entry keeps apart
-// before it copies them into one allocation.
-const maxSegments = 3
+// before it copies them into one allocation: six, so that a trace whose
+// services each export their own spans is mostly never copied.
+const maxSegments = 6
 
 // Entry is one trace's records in the buffer.
 type Entry struct {
@@ -46,11 +48,14 @@ type Entry struct {
 	// when the entry leaves: 8 bytes would put the entry in the next size
 	// class, 16 bytes more a trace.
 	ID pcommon.TraceID
-	// segs[:nsegs] hold the records in arrival order, a segment for each
+	// The segments hold the records in arrival order, a segment for each
 	// batch the trace came in: each is an exactly sized allocation of its
 	// own, so a trace that comes in several batches is never copied to
-	// grow, and no trace keeps another's records alive.
-	segs  [maxSegments][]dependencyanalysis.Span
+	// grow, and no trace keeps another's records alive. Segment i is
+	// first[i], the first of its lens[i] records: a slice header would
+	// take twice the room, and six of them a larger size class.
+	first [maxSegments]*dependencyanalysis.Span
+	lens  [maxSegments]int32
 	nsegs uint8
 	// sampling is the strictest sampling class of the trace's spans; it
 	// fits in the padding after nsegs.
@@ -69,35 +74,39 @@ func (e *Entry) Sampling() dependencyanalysis.SamplingClass { return e.sampling 
 // Len reports how many records the trace has.
 func (e *Entry) Len() int { return int(e.n) }
 
+// seg returns segment i.
+func (e *Entry) seg(i int) []dependencyanalysis.Span {
+	return unsafe.Slice(e.first[i], e.lens[i])
+}
+
 // Spans returns the trace's records in one slice: its only segment, or
 // its segments copied into *scratch, which grows as needed.
 func (e *Entry) Spans(scratch *[]dependencyanalysis.Span) []dependencyanalysis.Span {
 	if e.nsegs == 1 {
-		return e.segs[0]
+		return e.seg(0)
 	}
 	all := (*scratch)[:0]
-	for _, seg := range e.segs[:e.nsegs] {
-		all = append(all, seg...)
+	for i := range int(e.nsegs) {
+		all = append(all, e.seg(i)...)
 	}
 	*scratch = all
 	return all
 }
 
-// attach adds a batch's segment, copying every segment into one when
-// there is no room for another.
+// attach adds a batch's segment, which is not empty, copying every
+// segment into one when there is no room for another.
 func (e *Entry) attach(seg []dependencyanalysis.Span) {
-	if int(e.nsegs) == maxSegments {
-		all := make([]dependencyanalysis.Span, 0, int(e.n)+len(seg))
-		for i, old := range e.segs[:e.nsegs] {
-			all = append(all, old...)
-			e.segs[i] = nil
-		}
-		e.segs[0], e.nsegs = append(all, seg...), 1
-	} else {
-		e.segs[e.nsegs] = seg
-		e.nsegs++
-	}
 	e.n += int32(len(seg))
+	if int(e.nsegs) == maxSegments {
+		all := make([]dependencyanalysis.Span, 0, e.n)
+		for i := range maxSegments {
+			all = append(all, e.seg(i)...)
+			e.first[i] = nil
+		}
+		seg, e.nsegs = append(all, seg...), 0
+	}
+	e.first[e.nsegs], e.lens[e.nsegs] = &seg[0], int32(len(seg))
+	e.nsegs++
 }
 
 // Shard is one part of the buffer, drained by one worker. Every trace in
@@ -714,8 +723,8 @@ func (s *Shard) Symbols(keep func(dependencyanalysis.Symbol)) {
 }
 
 func entrySymbols(e *Entry, keep func(dependencyanalysis.Symbol)) {
-	for _, seg := range e.segs[:e.nsegs] {
-		spanSymbols(seg, keep)
+	for i := range int(e.nsegs) {
+		spanSymbols(e.seg(i), keep)
 	}
 }
 

@@ -238,8 +238,8 @@ func TestBufferAddGroupsTraces(t *testing.T) {
 			e := s.queue.buf[(s.queue.head+i)&(len(s.queue.buf)-1)]
 			assert.Equal(t, 6, e.Len())
 			require.EqualValues(t, 3, e.nsegs, "a segment a batch")
-			for _, seg := range e.segs[:e.nsegs] {
-				assert.Equal(t, 2, cap(seg), "each exactly sized")
+			for i := range int(e.nsegs) {
+				assert.Len(t, e.seg(i), 2, "the batch's records of the trace")
 			}
 			var scratch []dependencyanalysis.Span
 			assert.Len(t, e.Spans(&scratch), 6)
@@ -273,7 +273,7 @@ func TestBufferAddKeepsArrivalOrder(t *testing.T) {
 					e := s.queue.buf[(s.queue.head+i)&(len(s.queue.buf)-1)]
 					require.EqualValues(t, 1, e.nsegs)
 					require.Equal(t, rounds, e.Len())
-					for k, sp := range e.segs[0] {
+					for k, sp := range e.seg(0) {
 						assert.Equal(t, byte(k+1), sp.SpanID[6], "trace %v keeps its spans in arrival order", e.ID)
 					}
 					assert.Equal(t, s, b.shards[traceHash(e.ID)%uint64(shards)])
