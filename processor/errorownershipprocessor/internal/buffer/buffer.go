@@ -486,9 +486,14 @@ func (s *Shard) Peak() (traces, spans int) {
 // tests and broken SDKs make up sequential ones, so both halves are mixed.
 func traceHash(id pcommon.TraceID) uint64 {
 	h := binary.LittleEndian.Uint64(id[:8])*0x9E3779B97F4A7C15 ^ binary.LittleEndian.Uint64(id[8:])
-	h ^= h >> 31
+	// SplitMix64's finalizer, whose every output bit depends on every
+	// input bit: the table's home slot, the shard and the filter's slot
+	// each take different bits.
+	h ^= h >> 30
 	h *= 0xBF58476D1CE4E5B9
-	h ^= h >> 29
+	h ^= h >> 27
+	h *= 0x94D049BB133111EB
+	h ^= h >> 31
 	return h
 }
 

@@ -2,7 +2,11 @@
 
 package buffer
 
-import "go.opentelemetry.io/collector/pdata/pcommon"
+import (
+	"math/bits"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
 
 // table finds a shard's waiting traces by ID: open addressing with linear
 // probing on the trace hash, and deletion by backward shift. A Go map does
@@ -15,6 +19,7 @@ import "go.opentelemetry.io/collector/pdata/pcommon"
 type table struct {
 	slots []slot // a power of two of them, or none
 	n     int
+	shift uint8 // 64 less log2(len(slots)): home takes a hash's top bits
 }
 
 // slot holds an entry and its trace hash; a zero hash marks it empty.
@@ -29,13 +34,20 @@ const minTableSlots = 64
 // key makes a trace hash a slot's: never zero.
 func key(h uint64) uint64 { return h | 1 }
 
+// home is the slot where the search for key k starts. It is taken from
+// the top bits: the shard a trace goes to is its hash modulo the shards,
+// so that with a power of two of shards the low bits of every hash in a
+// shard are the same, which left all but one in two or four slots
+// without an entry of their own, and the probe runs long.
+func (t *table) home(k uint64) uint64 { return k >> t.shift }
+
 // get returns the entry of trace id, whose hash is h, or nil.
 func (t *table) get(h uint64, id pcommon.TraceID) *Entry {
 	if t.n == 0 {
 		return nil
 	}
 	k, mask := key(h), uint64(len(t.slots)-1)
-	for i := k & mask; ; i = (i + 1) & mask {
+	for i := t.home(k); ; i = (i + 1) & mask {
 		s := &t.slots[i]
 		if s.hash == 0 {
 			return nil
@@ -52,7 +64,7 @@ func (t *table) put(h uint64, e *Entry) {
 		t.grow()
 	}
 	k, mask := key(h), uint64(len(t.slots)-1)
-	i := k & mask
+	i := t.home(k)
 	for t.slots[i].hash != 0 {
 		i = (i + 1) & mask
 	}
@@ -67,7 +79,7 @@ func (t *table) remove(h uint64, e *Entry) {
 		return
 	}
 	k, mask := key(h), uint64(len(t.slots)-1)
-	i := k & mask
+	i := t.home(k)
 	for t.slots[i].e != e {
 		if t.slots[i].hash == 0 {
 			return
@@ -77,7 +89,7 @@ func (t *table) remove(h uint64, e *Entry) {
 	for j := (i + 1) & mask; t.slots[j].hash != 0; j = (j + 1) & mask {
 		// The entry at j may move to the hole at i unless its home slot
 		// lies cyclically in (i, j].
-		if home := t.slots[j].hash & mask; (j-home)&mask >= (j-i)&mask {
+		if home := t.home(t.slots[j].hash); (j-home)&mask >= (j-i)&mask {
 			t.slots[i] = t.slots[j]
 			i = j
 		}
@@ -120,12 +132,13 @@ func (t *table) grow() { t.rehash(t.slots, max(minTableSlots, 2*len(t.slots))) }
 func (t *table) rehash(old []slot, size int) {
 	t.slots = make([]slot, size)
 	t.n = 0
+	t.shift = uint8(64 - bits.Len(uint(size-1)))
 	mask := uint64(len(t.slots) - 1)
 	for _, s := range old {
 		if s.hash == 0 {
 			continue
 		}
-		i := s.hash & mask
+		i := t.home(s.hash)
 		for t.slots[i].hash != 0 {
 			i = (i + 1) & mask
 		}
