@@ -110,7 +110,10 @@ type ownershipProcessor struct {
 	maxHeld int
 	maxAge  time.Duration
 
-	verdictAttrs [4]metric.MeasurementOption
+	// The attributes of the processor's counters, as the options Add
+	// takes: a slice built once, since passing one option builds a slice
+	// at each call, an allocation on the workers' path.
+	verdictAttrs [4][]metric.AddOption
 	// hub hands the figures to the errorownership connectors that listen
 	// (figures.go); withdraw unpublishes it at shutdown, nil when a
 	// connector created the processor for itself.
@@ -118,17 +121,23 @@ type ownershipProcessor struct {
 	withdraw func()
 
 	// rejudgedAttrs tell verdicts_rejudged's causes apart.
-	rejudgedSettled, rejudgedAged, rejudgedEvicted, rejudgedShutdown metric.MeasurementOption
-	reasonAttrs                                                      [5]metric.MeasurementOption
+	rejudgedSettled, rejudgedAged, rejudgedEvicted, rejudgedShutdown []metric.AddOption
+	reasonAttrs                                                      [5][]metric.AddOption
 	// samplingAttrs and incompleteAttrs tell traces_sampling's methods
 	// and traces_incomplete's reasons apart, by their values.
-	samplingAttrs   [2]metric.MeasurementOption
-	incompleteAttrs [4]metric.MeasurementOption
+	samplingAttrs   [2][]metric.AddOption
+	incompleteAttrs [4][]metric.AddOption
 	// unweighed is whether the last flush's figures were called not
 	// estimates of traffic (sampling.warn_failed_share); under flushing.
 	unweighed bool
 	// lateAttrs tell spans_late's causes apart: the trace was due, or evicted.
-	lateDue, lateEvicted metric.MeasurementOption
+	lateDue, lateEvicted []metric.AddOption
+}
+
+// addOption is the option to Add that gives a counter attribute key the
+// value v.
+func addOption(key, v string) []metric.AddOption {
+	return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String(key, v)))}
 }
 
 // scratch is one goroutine's extraction state, pooled.
@@ -192,23 +201,23 @@ func newOwnershipProcessor(set processor.Settings, cfg *Config) (*ownershipProce
 		})
 	}
 	for k := dependencyanalysis.VerdictOwn; k <= dependencyanalysis.VerdictCoincidental; k++ {
-		p.verdictAttrs[k] = metric.WithAttributeSet(attribute.NewSet(attribute.String("verdict", k.String())))
+		p.verdictAttrs[k] = addOption("verdict", k.String())
 	}
 	for _, m := range []dependencyanalysis.SamplingMethod{dependencyanalysis.SamplingCounted, dependencyanalysis.SamplingExtrapolated} {
-		p.samplingAttrs[m] = metric.WithAttributeSet(attribute.NewSet(attribute.String("sampling_method", m.String())))
+		p.samplingAttrs[m] = addOption("sampling_method", m.String())
 	}
 	for _, r := range dependencyanalysis.IncompleteReasons() {
-		p.incompleteAttrs[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("incomplete", r.String())))
+		p.incompleteAttrs[r] = addOption("incomplete", r.String())
 	}
 	for i, r := range unlinkedReasons {
-		p.reasonAttrs[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))
+		p.reasonAttrs[i] = addOption("reason", r)
 	}
-	p.lateDue = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", "decision_wait")))
-	p.lateEvicted = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", "evicted")))
-	p.rejudgedSettled = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", "settled")))
-	p.rejudgedAged = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", "aged_out")))
-	p.rejudgedEvicted = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", "evicted")))
-	p.rejudgedShutdown = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", "shutdown")))
+	p.lateDue = addOption("cause", "decision_wait")
+	p.lateEvicted = addOption("cause", "evicted")
+	p.rejudgedSettled = addOption("cause", "settled")
+	p.rejudgedAged = addOption("cause", "aged_out")
+	p.rejudgedEvicted = addOption("cause", "evicted")
+	p.rejudgedShutdown = addOption("cause", "shutdown")
 	err = tb.RegisterProcessorErrorownershipBufferTracesCallback(func(_ context.Context, o metric.Int64Observer) error {
 		traces, _ := p.buffer.Occupancy()
 		o.Observe(int64(traces))
@@ -296,10 +305,10 @@ func (p *ownershipProcessor) observe(ctx context.Context, td ptrace.Traces) {
 		tb.ProcessorErrorownershipSpansLegacyAttributes.Add(ctx, legacy)
 	}
 	if c.Late > 0 {
-		tb.ProcessorErrorownershipSpansLate.Add(ctx, c.Late, p.lateDue)
+		tb.ProcessorErrorownershipSpansLate.Add(ctx, c.Late, p.lateDue...)
 	}
 	if c.LateEvicted > 0 {
-		tb.ProcessorErrorownershipSpansLate.Add(ctx, c.LateEvicted, p.lateEvicted)
+		tb.ProcessorErrorownershipSpansLate.Add(ctx, c.LateEvicted, p.lateEvicted...)
 	}
 	if c.Evicted > 0 {
 		tb.ProcessorErrorownershipTracesEvicted.Add(ctx, c.Evicted)

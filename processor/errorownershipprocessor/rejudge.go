@@ -90,18 +90,18 @@ func (p *ownershipProcessor) rejudge(final bool) {
 	tb := p.telemetry
 	for k, n := range kinds {
 		if n > 0 {
-			tb.ProcessorErrorownershipVerdicts.Add(ctx, n, p.verdictAttrs[k])
+			tb.ProcessorErrorownershipVerdicts.Add(ctx, n, p.verdictAttrs[k]...)
 		}
 	}
 	if settled > 0 {
-		tb.ProcessorErrorownershipVerdictsRejudged.Add(ctx, settled, p.rejudgedSettled)
+		tb.ProcessorErrorownershipVerdictsRejudged.Add(ctx, settled, p.rejudgedSettled...)
 	}
 	if aged > 0 {
 		cause := p.rejudgedAged
 		if final {
 			cause = p.rejudgedShutdown
 		}
-		tb.ProcessorErrorownershipVerdictsRejudged.Add(ctx, aged, cause)
+		tb.ProcessorErrorownershipVerdictsRejudged.Add(ctx, aged, cause...)
 	}
 	p.countCorrected(ctx, &corrected)
 }
@@ -111,7 +111,7 @@ func (p *ownershipProcessor) rejudge(final bool) {
 func (p *ownershipProcessor) countCorrected(ctx context.Context, corrected *[4]int64) {
 	for k, n := range corrected {
 		if n > 0 {
-			p.telemetry.ProcessorErrorownershipVerdictsCorrected.Add(ctx, n, p.verdictAttrs[k])
+			p.telemetry.ProcessorErrorownershipVerdictsCorrected.Add(ctx, n, p.verdictAttrs[k]...)
 		}
 	}
 }

@@ -172,7 +172,7 @@ func (w *worker) analyse(batch []*buffer.Entry) {
 	}
 	for m, n := range t.sampling {
 		if n > 0 {
-			tb.ProcessorErrorownershipTracesSampling.Add(ctx, n, w.p.samplingAttrs[m])
+			tb.ProcessorErrorownershipTracesSampling.Add(ctx, n, w.p.samplingAttrs[m]...)
 		}
 	}
 	if t.countedFailed > 0 {
@@ -180,12 +180,12 @@ func (w *worker) analyse(batch []*buffer.Entry) {
 	}
 	for r, n := range t.incomplete {
 		if n > 0 {
-			tb.ProcessorErrorownershipTracesIncomplete.Add(ctx, n, w.p.incompleteAttrs[r])
+			tb.ProcessorErrorownershipTracesIncomplete.Add(ctx, n, w.p.incompleteAttrs[r]...)
 		}
 	}
 	for k, n := range t.verdicts {
 		if n > 0 {
-			tb.ProcessorErrorownershipVerdicts.Add(ctx, n, w.p.verdictAttrs[k])
+			tb.ProcessorErrorownershipVerdicts.Add(ctx, n, w.p.verdictAttrs[k]...)
 		}
 	}
 	if t.held > 0 {
@@ -194,17 +194,17 @@ func (w *worker) analyse(batch []*buffer.Entry) {
 	var evicted int64
 	for k, n := range t.evicted {
 		if n > 0 {
-			tb.ProcessorErrorownershipVerdicts.Add(ctx, n, w.p.verdictAttrs[k])
+			tb.ProcessorErrorownershipVerdicts.Add(ctx, n, w.p.verdictAttrs[k]...)
 			evicted += n
 		}
 	}
 	if evicted > 0 {
-		tb.ProcessorErrorownershipVerdictsRejudged.Add(ctx, evicted, w.p.rejudgedEvicted)
+		tb.ProcessorErrorownershipVerdictsRejudged.Add(ctx, evicted, w.p.rejudgedEvicted...)
 	}
 	w.p.countCorrected(ctx, &t.corrected)
 	for i, n := range unlinked(&t.link) {
 		if n > 0 {
-			tb.ProcessorErrorownershipSpansUnlinked.Add(ctx, int64(n), w.p.reasonAttrs[i])
+			tb.ProcessorErrorownershipSpansUnlinked.Add(ctx, int64(n), w.p.reasonAttrs[i]...)
 		}
 	}
 	if t.dropped > 0 {
