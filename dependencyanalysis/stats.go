@@ -617,12 +617,25 @@ const (
 // retried: a logical call with more than one attempt, whose callee's own
 // request made such a call, and so on.
 func (s *Stats) stormRadius(t *Trace) int {
+	if !anyRetried(t.Calls) {
+		return 0 // most traces
+	}
 	s.radius = resize(s.radius, len(t.Requests), radiusUnknown)
 	radius := 0
 	for ri := range t.Requests {
 		radius = max(radius, int(s.radiusFrom(t, int32(ri))))
 	}
 	return radius
+}
+
+// anyRetried reports whether a call of calls was retried.
+func anyRetried(calls []Call) bool {
+	for i := range calls {
+		if calls[i].Attempts() > 1 {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Stats) radiusFrom(t *Trace, ri int32) int16 {
