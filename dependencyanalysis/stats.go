@@ -312,27 +312,34 @@ type Stats struct {
 
 	auditCount map[Symbol]int
 	radius     []int16
-	// Direct-mapped caches in front of Operations and Edges: a trace's
-	// requests and calls mostly repeat keys seen moments ago, and a cache
-	// hit costs a multiply and a compare instead of hashing a struct key.
-	opCache    [256]opSlot
-	edgeCache  [512]edgeSlot
-	depthCache [512]depthSlot
+	// Direct-mapped caches in front of Operations, Edges and Depths: a
+	// trace's requests and calls mostly repeat keys seen moments ago, and
+	// a cache hit costs a multiply and a compare instead of hashing a
+	// struct key.
+	opCache    [256]cacheSlot[OperationKey, OperationStats]
+	edgeCache  [512]cacheSlot[EdgeKey, EdgeStats]
+	depthCache [512]cacheSlot[DepthKey, DepthCount]
 }
 
-type opSlot struct {
-	k OperationKey
-	v *OperationStats
+// cacheSlot is a slot of a direct-mapped cache in front of a map.
+type cacheSlot[K comparable, V any] struct {
+	k K
+	v *V
 }
 
-type edgeSlot struct {
-	k EdgeKey
-	v *EdgeStats
-}
-
-type depthSlot struct {
-	k DepthKey
-	v *DepthCount
+// cached returns m's value for k through slot, the cache's slot for k,
+// adding a zero value if m has none.
+func cached[K comparable, V any](m map[K]*V, slot *cacheSlot[K, V], k K) *V {
+	if slot.v != nil && slot.k == k {
+		return slot.v
+	}
+	v, ok := m[k]
+	if !ok {
+		v = new(V)
+		m[k] = v
+	}
+	*slot = cacheSlot[K, V]{k, v}
+	return v
 }
 
 // mix spreads symbols over a cache; symbols are small dense integers.
@@ -526,45 +533,17 @@ func (s *Stats) provisional(k OperationKey) *VerdictCounts {
 }
 
 func (s *Stats) operation(k OperationKey) *OperationStats {
-	slot := &s.opCache[mix(k.Service, k.Operation)%uint32(len(s.opCache))]
-	if slot.v != nil && slot.k == k {
-		return slot.v
-	}
-	op, ok := s.Operations[k]
-	if !ok {
-		op = new(OperationStats)
-		s.Operations[k] = op
-	}
-	*slot = opSlot{k, op}
-	return op
+	return cached(s.Operations, &s.opCache[mix(k.Service, k.Operation)%uint32(len(s.opCache))], k)
 }
 
 func (s *Stats) edge(k EdgeKey) *EdgeStats {
-	slot := &s.edgeCache[(mix(k.Service, k.Operation)^mix(k.PeerService, k.PeerOperation)*31)%uint32(len(s.edgeCache))]
-	if slot.v != nil && slot.k == k {
-		return slot.v
-	}
-	e, ok := s.Edges[k]
-	if !ok {
-		e = new(EdgeStats)
-		s.Edges[k] = e
-	}
-	*slot = edgeSlot{k, e}
-	return e
+	i := (mix(k.Service, k.Operation) ^ mix(k.PeerService, k.PeerOperation)*31) % uint32(len(s.edgeCache))
+	return cached(s.Edges, &s.edgeCache[i], k)
 }
 
 func (s *Stats) depth(k DepthKey) *DepthCount {
-	slot := &s.depthCache[(mix(k.RootService, k.RootOperation)^mix(Symbol(k.Depth), k.Service)*31)%uint32(len(s.depthCache))]
-	if slot.v != nil && slot.k == k {
-		return slot.v
-	}
-	c, ok := s.Depths[k]
-	if !ok {
-		c = new(DepthCount)
-		s.Depths[k] = c
-	}
-	*slot = depthSlot{k, c}
-	return c
+	i := (mix(k.RootService, k.RootOperation) ^ mix(Symbol(k.Depth), k.Service)*31) % uint32(len(s.depthCache))
+	return cached(s.Depths, &s.depthCache[i], k)
 }
 
 // addDepths counts requests by depth under the trace's root request and
