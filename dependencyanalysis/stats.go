@@ -312,13 +312,14 @@ type Stats struct {
 
 	auditCount map[Symbol]int
 	radius     []int16
-	// Direct-mapped caches in front of Operations, Edges and Depths: a
-	// trace's requests and calls mostly repeat keys seen moments ago, and
-	// a cache hit costs a multiply and a compare instead of hashing a
-	// struct key.
+	// Direct-mapped caches in front of Operations, Edges, Depths and
+	// Roots: a trace's requests and calls mostly repeat keys seen moments
+	// ago, and a cache hit costs a multiply and a compare instead of
+	// hashing a struct key.
 	opCache    [256]cacheSlot[OperationKey, OperationStats]
 	edgeCache  [512]cacheSlot[EdgeKey, EdgeStats]
 	depthCache [512]cacheSlot[DepthKey, DepthCount]
+	rootCache  [64]cacheSlot[OperationKey, RootStats]
 }
 
 // cacheSlot is a slot of a direct-mapped cache in front of a map.
@@ -375,6 +376,7 @@ func (s *Stats) Reset() {
 	clear(s.opCache[:])
 	clear(s.edgeCache[:])
 	clear(s.depthCache[:])
+	clear(s.rootCache[:])
 	s.Link = LinkStats{}
 	s.Traces, s.Extrapolated, s.CountedFailed = 0, 0, 0
 	s.Incomplete = [numIncomplete]uint64{}
@@ -546,6 +548,10 @@ func (s *Stats) depth(k DepthKey) *DepthCount {
 	return cached(s.Depths, &s.depthCache[i], k)
 }
 
+func (s *Stats) root(k OperationKey) *RootStats {
+	return cached(s.Roots, &s.rootCache[mix(k.Service, k.Operation)%uint32(len(s.rootCache))], k)
+}
+
 // addDepths counts requests by depth under the trace's root request and
 // the root operation's storm radius.
 func (s *Stats) addDepths(t *Trace, w float64, m SamplingMethod) {
@@ -570,11 +576,7 @@ func (s *Stats) addDepths(t *Trace, w float64, m SamplingMethod) {
 		c.N++
 		c.Est[m] += w
 	}
-	st, ok := s.Roots[rk]
-	if !ok {
-		st = new(RootStats)
-		s.Roots[rk] = st
-	}
+	st := s.root(rk)
 	st.Requests++
 	st.RequestsEst[m] += w
 	if m == SamplingExtrapolated {
@@ -687,11 +689,7 @@ func (s *Stats) Merge(o *Stats) {
 		s.Addresses[k] += v
 	}
 	for k, v := range o.Roots {
-		st, ok := s.Roots[k]
-		if !ok {
-			st = new(RootStats)
-			s.Roots[k] = st
-		}
+		st := s.root(k)
 		st.Requests += v.Requests
 		st.RadiusSum += v.RadiusSum
 		st.RadiusMax = max(st.RadiusMax, v.RadiusMax)
