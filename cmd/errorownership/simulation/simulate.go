@@ -100,12 +100,19 @@ func Simulate(ctx context.Context, o SimulateOptions) (_ []Simulated, err error)
 
 	var out []Simulated
 	routes := map[int]string{}
+	// Each service keeps the address of its first run in every run after
+	// it. The hints name a callee by the addresses it was called at, and a
+	// port the system handed one service in one run and another service
+	// in a later run would list the second under both: a hook asking by
+	// that address is then told unknown, as it should be.
+	var addrs map[string]string
 	for i, p := range o.Policies {
 		route := fmt.Sprintf("%s/whatif/%d/%s", prefix, i, p.Policy)
 		routes[i] = route
 		cfg := RunConfig{Topology: o.Topology, Policy: p.Policy, Route: route, HintsURL: col.HintsURL,
 			OTLPEndpoint: col.OTLPEndpoint, Requests: o.Requests, Concurrency: o.Concurrency,
-			BudgetRatio: p.Budget, BudgetMin: 0, MaxAttempts: p.Retries + 1, Seed: o.Seed + uint64(i)}
+			BudgetRatio: p.Budget, BudgetMin: 0, MaxAttempts: p.Retries + 1, Seed: o.Seed + uint64(i),
+			Addrs: addrs}
 		if p.Policy == Ownership {
 			if tolerated := o.Topology.tolerated(); len(tolerated) > 0 {
 				progress("  %s: a first run, for the processor to learn the tolerated calls…", p)
@@ -125,6 +132,7 @@ func Simulate(ctx context.Context, o SimulateOptions) (_ []Simulated, err error)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
+		addrs = r.Addrs
 		s := Simulated{Policy: p, Requests: o.Requests, Served: map[string]float64{},
 			Availability: 1 - float64(r.RootFailed+r.Errors)/float64(o.Requests)}
 		for svc, n := range r.Served {
