@@ -3,6 +3,7 @@
 package dependencyanalysis
 
 import (
+	"hash/maphash"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -166,11 +167,11 @@ func (s *Symbols) Sweep(live func(keep func(Symbol))) int {
 }
 
 // symbolCache is a goroutine-local front for Symbols: hits take no lock.
-// In front of its map sits a direct-mapped table indexed by a hash of a
-// name's length and outer bytes: a span's names are mostly the same few
-// hundred, and one such probe and compare costs about half a map look-up,
-// which took a quarter of extraction's time. Names that collide there
-// only fall through to the map.
+// In front of its map sits a direct-mapped table indexed by the name's
+// hash: a span's names are mostly the same few hundred, and one such
+// probe and compare costs about half a map look-up, which took a quarter
+// of extraction's time. Names that collide there only fall through to the
+// map.
 type symbolCache struct {
 	table *Symbols
 	local map[string]frontSlot
@@ -202,30 +203,14 @@ func (c *symbolCache) fresh() bool {
 	return false
 }
 
-// frontIndex hashes name's length and its first and last eight bytes:
-// names that differ only in their middle share a slot, which costs a map
-// look-up, never a wrong symbol.
+// frontIndex is name's slot in the front table.
 func frontIndex(name string) uint32 {
-	n := len(name)
-	h := uint64(n) * 0x9E3779B97F4A7C15
-	if n >= 8 {
-		h ^= load64(name[:8])
-		h = (h ^ h>>29) * 0xBF58476D1CE4E5B9
-		h ^= load64(name[n-8:])
-	} else {
-		for i := 0; i < n; i++ {
-			h = h<<8 | uint64(name[i])
-		}
-	}
-	h = (h ^ h>>32) * 0x94D049BB133111EB
-	return uint32(h>>40) % frontSlots
+	return uint32(maphash.String(frontSeed, name) % frontSlots)
 }
 
-func load64(b string) uint64 {
-	_ = b[7]
-	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
-}
+// frontSeed seeds frontIndex; one for the process, since the slot a name
+// takes matters only within one cache.
+var frontSeed = maphash.MakeSeed()
 
 func (c *symbolCache) intern(name string) Symbol {
 	if name == "" {
@@ -235,10 +220,16 @@ func (c *symbolCache) intern(name string) Symbol {
 	if slot.name == name {
 		return slot.id
 	}
-	return c.miss(slot, name)
+	if hit, ok := c.local[name]; ok {
+		*slot = hit
+		return hit.id
+	}
+	return c.add(slot, name)
 }
 
-// internBytes interns a name built in a scratch buffer; a hit allocates nothing.
+// internBytes interns a name built in a scratch buffer; a hit allocates
+// nothing, which is why it repeats intern with string(b) written out at
+// each use: the compiler copies b only where the string is passed on.
 func (c *symbolCache) internBytes(b []byte) Symbol {
 	if len(b) == 0 {
 		return NoSymbol
@@ -251,25 +242,22 @@ func (c *symbolCache) internBytes(b []byte) Symbol {
 		*slot = hit
 		return hit.id
 	}
-	return c.miss(slot, string(b))
+	return c.add(slot, string(b))
 }
 
-// miss looks name up in the map, then in the table, and puts what it
-// finds in slot.
-func (c *symbolCache) miss(slot *frontSlot, name string) Symbol {
-	hit, ok := c.local[name]
-	if !ok {
-		id := c.table.Intern(name)
-		if id == c.table.overflow {
-			return id // the name is not in the table: nothing to cache it by
-		}
-		// Keyed and kept by the table's own copy, so that the cache
-		// retains no pdata memory.
-		hit = frontSlot{c.table.Name(id), id}
-		if len(c.local) < 1<<16 {
-			c.local[hit.name] = hit
-		}
+// add interns name, which the cache does not hold, in the table and
+// caches it in the map and in slot.
+func (c *symbolCache) add(slot *frontSlot, name string) Symbol {
+	id := c.table.Intern(name)
+	if id == c.table.overflow {
+		return id // the name is not in the table: nothing to cache it by
+	}
+	// Keyed and kept by the table's own copy, so that the cache retains
+	// no pdata memory.
+	hit := frontSlot{c.table.Name(id), id}
+	if len(c.local) < 1<<16 {
+		c.local[hit.name] = hit
 	}
 	*slot = hit
-	return hit.id
+	return id
 }

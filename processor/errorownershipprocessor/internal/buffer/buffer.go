@@ -285,8 +285,7 @@ func (s *Shard) Recycle(done []*Entry) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	room := min(len(done), maxFree-len(s.free))
-	s.free = append(s.free, done[:max(room, 0)]...)
+	s.free = append(s.free, done[:min(len(done), maxFree-len(s.free))]...)
 }
 
 // makeRoom takes the oldest traces early until one more trace (needTraces)

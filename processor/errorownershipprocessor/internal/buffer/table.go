@@ -19,7 +19,6 @@ import (
 type table struct {
 	slots []slot // a power of two of them, or none
 	n     int
-	shift uint8 // 64 less log2(len(slots)): home takes a hash's top bits
 }
 
 // slot holds an entry and its trace hash; a zero hash marks it empty.
@@ -39,7 +38,9 @@ func key(h uint64) uint64 { return h | 1 }
 // so that with a power of two of shards the low bits of every hash in a
 // shard are the same, which left all but one in two or four slots
 // without an entry of their own, and the probe runs long.
-func (t *table) home(k uint64) uint64 { return k >> t.shift }
+func (t *table) home(k uint64) uint64 {
+	return k >> (64 - bits.Len(uint(len(t.slots)-1)))
+}
 
 // get returns the entry of trace id, whose hash is h, or nil.
 func (t *table) get(h uint64, id pcommon.TraceID) *Entry {
@@ -132,7 +133,6 @@ func (t *table) grow() { t.rehash(t.slots, max(minTableSlots, 2*len(t.slots))) }
 func (t *table) rehash(old []slot, size int) {
 	t.slots = make([]slot, size)
 	t.n = 0
-	t.shift = uint8(64 - bits.Len(uint(size-1)))
 	mask := uint64(len(t.slots) - 1)
 	for _, s := range old {
 		if s.hash == 0 {
