@@ -30,7 +30,7 @@ var cpuParts = []struct {
 	name     string
 	patterns []string
 }{
-	{"extraction", []string{"dependencyanalysis.(*Extractor)", "dependencyanalysis.(*symbolCache)", "dependencyanalysis.(*Symbols)"}},
+	{"extraction", []string{"dependencyanalysis.(*Extractor)", "dependencyanalysis.(*Batch)", "dependencyanalysis.(*symbolCache)", "dependencyanalysis.(*Symbols)"}},
 	{"buffering", []string{"errorownershipprocessor/internal/buffer."}},
 	{"edge model", []string{"dependencyanalysis.(*EdgeModel)"}},
 	{"statistics", []string{"dependencyanalysis.(*Stats)"}},

@@ -80,10 +80,12 @@ var benchTraces = 25
 func BenchmarkExtract(b *testing.B) {
 	td := scenario.Mix(benchTraces, 1)
 	ex := da.NewExtractor(da.DefaultConfig(), da.NewSymbols(0))
-	spans := ex.Append(nil, td)
+	var batch da.Batch
+	ex.Extract(&batch, td)
 	b.ResetTimer()
 	for b.Loop() {
-		spans = ex.Append(spans[:0], td)
+		batch.Reset()
+		ex.Extract(&batch, td)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(td.SpanCount()), "ns/span")
 }

@@ -13,8 +13,8 @@
 // The flow for one trace:
 //
 //	ex := NewExtractor(cfg, symbols)        // one per goroutine
-//	spans = ex.Append(spans[:0], td)        // ptrace.Traces → []Span
-//	tr := an.Link(spans)                    // requests, logical calls
+//	ex.Extract(&batch, td)                  // ptrace.Traces → Spans, in runs by trace
+//	tr := an.Link(id, spans)                // a trace's: requests, logical calls
 //	model.Observe(tr)                       // learn the edges
 //	verdicts := an.Judge(tr, model)         // own / propagated / coincidental
 //	stats.Add(tr, verdicts)                 // accuracy and amplification

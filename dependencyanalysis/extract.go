@@ -68,6 +68,7 @@ type Extractor struct {
 	sampling    map[samplingKey]SamplingClass
 	unknownSvc  Symbol
 	buf         []byte
+	batch       Batch // Append's
 
 	// Malformed counts spans skipped for a zero trace or span ID.
 	Malformed uint64
@@ -234,15 +235,15 @@ func (e *Extractor) lookup(k string) attrSpec {
 	return attrSpec{}
 }
 
-// Append extracts a record for every span of td and appends them to dst.
-// Spans with a zero trace or span ID are counted in Malformed and skipped.
-func (e *Extractor) Append(dst []Record, td ptrace.Traces) []Record {
+// Extract reads every span of td into b, after what b holds. Spans with
+// a zero trace or span ID are counted in Malformed and skipped.
+func (e *Extractor) Extract(b *Batch, td ptrace.Traces) {
 	if e.syms.fresh() {
 		e.unknownSvc = e.syms.intern(UnknownService)
 	}
 	// Sized once: SpanCount reads only the slices' lengths, and growing by
 	// append copies a batch of 100,000 spans several times over.
-	dst = slices.Grow(dst, td.SpanCount())
+	b.Spans = slices.Grow(b.Spans, td.SpanCount())
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
@@ -260,14 +261,27 @@ func (e *Extractor) Append(dst []Record, td ptrace.Traces) []Record {
 					e.Malformed++
 					continue
 				}
-				dst = append(dst, Record{TraceID: tid, Span: Span{SpanID: sid}})
-				r := &dst[len(dst)-1]
-				rate := e.fill(&r.Span, sp, svc)
+				b.Spans = append(b.Spans, Span{SpanID: sid})
+				rate := e.fill(&b.Spans[len(b.Spans)-1], sp, svc)
+				c := SamplingNone
 				if ts := sp.TraceState().AsRaw(); ts != "" || rate != 0 {
-					r.Sampling = e.samplingClass(samplingOf(ts, tid, rate))
+					c = e.samplingClass(samplingOf(ts, tid, rate))
 				}
+				b.ended(tid, c)
 			}
 		}
+	}
+}
+
+// Append extracts a record for every span of td and appends them to dst:
+// Extract for callers that want each span beside its trace ID, such as
+// ForEachTrace's.
+func (e *Extractor) Append(dst []Record, td ptrace.Traces) []Record {
+	e.batch.Reset()
+	e.Extract(&e.batch, td)
+	dst = e.batch.AppendRecords(slices.Grow(dst, len(e.batch.Spans)))
+	if cap(e.batch.Spans) > 1<<16 {
+		e.batch = Batch{} // a big batch's room is not kept
 	}
 	return dst
 }

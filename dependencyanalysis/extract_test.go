@@ -191,6 +191,80 @@ func TestExtractSkipsMalformed(t *testing.T) {
 	assert.Equal(t, recs[0].Start, recs[0].End())
 }
 
+// TestExtractRuns: a batch's spans keep their order, in runs of one trace
+// and one sampling class, into which a malformed span does not cut; Append
+// gives every span its run's trace and class.
+func TestExtractRuns(t *testing.T) {
+	type span struct {
+		trace     byte // 0: a malformed span, without a trace ID
+		sampledAt string
+	}
+	type run struct {
+		trace byte
+		end   int32
+		half  bool // sampled at one in two
+	}
+	tests := []struct {
+		name  string
+		spans []span
+		want  []run
+	}{
+		{"one trace", []span{{1, ""}, {1, ""}, {1, ""}}, []run{{1, 3, false}}},
+		{"traces one after another", []span{{1, ""}, {1, ""}, {2, ""}, {3, ""}, {3, ""}}, []run{{1, 2, false}, {2, 3, false}, {3, 5, false}}},
+		{"traces interleaved", []span{{1, ""}, {2, ""}, {1, ""}}, []run{{1, 1, false}, {2, 2, false}, {1, 3, false}}},
+		{"a change of sampling class", []span{{1, ""}, {1, "ot=th:8"}, {1, "ot=th:8"}, {1, ""}}, []run{{1, 1, false}, {1, 3, true}, {1, 4, false}}},
+		{"a malformed span inside a run", []span{{1, ""}, {0, ""}, {1, ""}}, []run{{1, 2, false}}},
+		{"nothing but malformed spans", []span{{0, ""}}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			td := ptrace.NewTraces()
+			spans := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+			for i, sp := range tt.spans {
+				s := spans.AppendEmpty()
+				if sp.trace != 0 {
+					s.SetTraceID(pcommon.TraceID{15: sp.trace})
+				}
+				s.SetSpanID(pcommon.SpanID{7: byte(i + 1)})
+				s.TraceState().FromRaw(sp.sampledAt)
+			}
+			ex := NewExtractor(DefaultConfig(), NewSymbols(0))
+			var b Batch
+			b.Spans = append(b.Spans, Span{}) // what b held before stays
+			b.Runs = append(b.Runs, Run{TraceID: pcommon.TraceID{15: 9}, End: 1})
+			ex.Extract(&b, td)
+			half := SamplingOf("ot=th:8", pcommon.TraceID{15: 1}, 0)
+			var got []run
+			for _, r := range b.Runs[1:] {
+				require.Contains(t, []SamplingClass{SamplingNone, half}, r.Sampling)
+				got = append(got, run{r.TraceID[15], r.End - 1, r.Sampling == half})
+			}
+			assert.Equal(t, tt.want, got)
+			var wantIDs []byte
+			for i, sp := range tt.spans {
+				if sp.trace != 0 {
+					wantIDs = append(wantIDs, byte(i+1))
+				}
+			}
+			var gotIDs []byte
+			for _, s := range b.Spans[1:] {
+				gotIDs = append(gotIDs, s.SpanID[7])
+			}
+			assert.Equal(t, wantIDs, gotIDs, "every span, in the batch's order")
+
+			recs := ex.Append(nil, td)
+			require.Len(t, recs, len(wantIDs))
+			i := 0
+			for _, r := range got {
+				for ; int32(i) < r.end; i++ {
+					assert.Equal(t, pcommon.TraceID{15: r.trace}, recs[i].TraceID)
+					assert.Equal(t, r.half, recs[i].Sampling == half)
+				}
+			}
+		})
+	}
+}
+
 func TestSymbolsOverflow(t *testing.T) {
 	s := NewSymbols(2)
 	a, b := s.Intern("a"), s.Intern("b")

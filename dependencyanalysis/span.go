@@ -169,6 +169,54 @@ func (s *Span) Answered() bool { return s.Flags&FlagAnswered != 0 }
 // error (FlagCompleted).
 func (s *Span) Completed() bool { return s.Flags&FlagCompleted != 0 }
 
+// Batch is a batch's spans as the Extractor reads them (Extract), in the
+// batch's order, with runs of consecutive spans of one trace and one
+// sampling class in place of a trace ID beside each span: the spans of a
+// trace in a batch mostly come together, so that a buffer can keep them
+// as they are, copying a run at a time.
+type Batch struct {
+	Spans []Span
+	Runs  []Run
+}
+
+// Run is a run of consecutive spans of a Batch of one trace and one
+// sampling class: Spans from the previous run's End up to End.
+type Run struct {
+	TraceID  pcommon.TraceID
+	End      int32
+	Sampling SamplingClass
+}
+
+// Reset empties b, keeping its room.
+func (b *Batch) Reset() { b.Spans, b.Runs = b.Spans[:0], b.Runs[:0] }
+
+// Append adds r's span to b.
+func (b *Batch) Append(r Record) {
+	b.Spans = append(b.Spans, r.Span)
+	b.ended(r.TraceID, r.Sampling)
+}
+
+// ended puts the span just appended to Spans, of trace id and sampling
+// class c, in its run.
+func (b *Batch) ended(id pcommon.TraceID, c SamplingClass) {
+	if n := len(b.Runs); n == 0 || b.Runs[n-1].TraceID != id || b.Runs[n-1].Sampling != c {
+		b.Runs = append(b.Runs, Run{TraceID: id, Sampling: c})
+	}
+	b.Runs[len(b.Runs)-1].End = int32(len(b.Spans))
+}
+
+// AppendRecords appends b's spans to dst as records.
+func (b *Batch) AppendRecords(dst []Record) []Record {
+	lo := int32(0)
+	for _, r := range b.Runs {
+		for _, s := range b.Spans[lo:r.End] {
+			dst = append(dst, Record{TraceID: r.TraceID, Span: s, Sampling: r.Sampling})
+		}
+		lo = r.End
+	}
+	return dst
+}
+
 // Record is a Span with the trace it belongs to, as the Extractor
 // produces them from a batch in which many traces mix.
 type Record struct {

@@ -36,7 +36,7 @@ const maxTake = 64
 // next flush sweeps the names nothing holds (sweepSymbols).
 var symbolLimit = 1 << 20
 
-// maxScratchSpans bounds the record buffer a pooled extractor keeps between
+// maxScratchSpans bounds the spans a pooled extractor's batch keeps between
 // batches, so that one huge batch does not stay resident.
 const maxScratchSpans = 1 << 16
 
@@ -142,9 +142,9 @@ func addOption(key, v string) []metric.AddOption {
 
 // scratch is one goroutine's extraction state, pooled.
 type scratch struct {
-	ex      *dependencyanalysis.Extractor
-	records []dependencyanalysis.Record
-	buf     buffer.Scratch
+	ex    *dependencyanalysis.Extractor
+	batch dependencyanalysis.Batch
+	buf   buffer.Scratch
 }
 
 // unlinkedReasons are the values of the reason attribute, in unlinked's order.
@@ -282,17 +282,18 @@ func (p *ownershipProcessor) observe(ctx context.Context, td ptrace.Traces) {
 	sc := p.scratch.Get().(*scratch)
 	var c buffer.Counts
 	p.symbolsInUse.RLock()
-	sc.records = sc.ex.Append(sc.records[:0], td)
+	sc.batch.Reset()
+	sc.ex.Extract(&sc.batch, td)
 	malformed, legacy := int64(sc.ex.Malformed), int64(sc.ex.Legacy)
 	sc.ex.Malformed, sc.ex.Legacy = 0, 0
 	// Counted from the extraction rather than td.SpanCount(), which would
 	// walk the batch a second time on the pipeline's goroutine.
-	tb.ProcessorErrorownershipSpansSeen.Add(ctx, int64(len(sc.records))+malformed)
+	tb.ProcessorErrorownershipSpansSeen.Add(ctx, int64(len(sc.batch.Spans))+malformed)
 	counted = true
-	p.buffer.Add(sc.records, &sc.buf, p.buffer.Now(), &c)
+	p.buffer.Add(&sc.batch, &sc.buf, p.buffer.Now(), &c)
 	p.symbolsInUse.RUnlock()
-	if cap(sc.records) > maxScratchSpans {
-		sc.records, sc.buf = nil, buffer.Scratch{}
+	if cap(sc.batch.Spans) > maxScratchSpans {
+		sc.batch, sc.buf = dependencyanalysis.Batch{}, buffer.Scratch{}
 	}
 	// A scratch is put back only after a clean run: one that panicked may
 	// hold an extractor in a broken state.

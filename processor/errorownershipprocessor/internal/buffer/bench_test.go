@@ -38,7 +38,7 @@ func BenchmarkBuffer(b *testing.B) {
 			var sc Scratch
 			var c Counts
 			take := make([]*Entry, 0, 64)
-			batch := make([]dependencyanalysis.Record, 0, traces*services*perSvc)
+			var batch dependencyanalysis.Batch
 			next := uint64(1)
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -47,18 +47,18 @@ func BenchmarkBuffer(b *testing.B) {
 				next += traces
 				if shape.spread {
 					for range services {
-						batch = batch[:0]
+						batch.Reset()
 						for t := first; t < next; t++ {
-							batch = appendRecords(batch, t, perSvc)
+							appendSpans(&batch, t, perSvc)
 						}
-						buf.Add(batch, &sc, now, &c)
+						buf.Add(&batch, &sc, now, &c)
 					}
 				} else {
-					batch = batch[:0]
+					batch.Reset()
 					for t := first; t < next; t++ {
-						batch = appendRecords(batch, t, services*perSvc)
+						appendSpans(&batch, t, services*perSvc)
 					}
-					buf.Add(batch, &sc, now, &c)
+					buf.Add(&batch, &sc, now, &c)
 				}
 				now += 10
 				var scratch []dependencyanalysis.Span
@@ -83,19 +83,17 @@ func BenchmarkBuffer(b *testing.B) {
 	}
 }
 
-// appendRecords appends n records of trace t to batch, allocating nothing
+// appendSpans appends n spans of trace t to batch, allocating nothing
 // once batch has grown. Trace IDs are random, as W3C Trace Context has
 // them: sequential ones would give the buffer's tables a locality real
 // traffic does not have.
-func appendRecords(batch []dependencyanalysis.Record, t uint64, n int) []dependencyanalysis.Record {
+func appendSpans(batch *dependencyanalysis.Batch, t uint64, n int) {
 	var id pcommon.TraceID
 	binary.LittleEndian.PutUint64(id[:8], splitMix(t))
 	binary.LittleEndian.PutUint64(id[8:], splitMix(^t))
 	for i := range n {
-		batch = append(batch, dependencyanalysis.Record{TraceID: id})
-		batch[len(batch)-1].SpanID = pcommon.SpanID{7: byte(i + 1)}
+		batch.Append(dependencyanalysis.Record{TraceID: id, Span: dependencyanalysis.Span{SpanID: pcommon.SpanID{7: byte(i + 1)}}})
 	}
-	return batch
 }
 
 // splitMix is SplitMix64's output for state x: a random-looking function.

@@ -180,7 +180,8 @@ type Scratch struct {
 	counts []int   // groups per shard, then where each shard's begin in sorted
 }
 
-// run is a run of consecutive records of one trace in a batch.
+// run is a run of the batch (dependencyanalysis.Run) with its trace's
+// hash and its spans' bounds.
 type run struct {
 	hash   uint64
 	lo, hi int32
@@ -496,34 +497,29 @@ func traceHash(id pcommon.TraceID) uint64 {
 	return h
 }
 
-// Add inserts a batch of records arriving at now, taking each shard's
-// lock once per maxInsert traces. It gathers each trace's records of the
-// batch, whatever their order, into one exactly sized segment before it
-// takes any lock: runs of records find their trace in a table of the
-// batch's traces, and the traces are then put in order of shard by
-// counting, so that grouping costs a probe a run, not a sort.
-func (b *Buffer) Add(records []dependencyanalysis.Record, sc *Scratch, now int64, c *Counts) {
+// Add inserts a batch's spans arriving at now, taking each shard's lock
+// once per maxInsert traces. It gathers each trace's spans of the batch,
+// whatever their order, into one exactly sized segment before it takes any
+// lock: the batch's runs find their trace in a table of the batch's
+// traces, and the traces are then put in order of shard by counting, so
+// that grouping costs a probe a run, not a sort.
+func (b *Buffer) Add(batch *dependencyanalysis.Batch, sc *Scratch, now int64, c *Counts) {
 	runs := sc.runs[:0]
-	for lo := 0; lo < len(records); {
-		id := records[lo].TraceID
-		hi := lo + 1
-		for hi < len(records) && records[hi].TraceID == id {
-			hi++
-		}
-		runs = append(runs, run{hash: traceHash(id), lo: int32(lo), hi: int32(hi)})
-		lo = hi
+	lo := int32(0)
+	for i := range batch.Runs {
+		r := &batch.Runs[i]
+		runs = append(runs, run{hash: traceHash(r.TraceID), lo: lo, hi: r.End})
+		lo = r.End
 	}
-	groups := sc.group(runs, records, len(b.shards))
+	groups := sc.group(runs, batch.Runs, len(b.shards))
 	for i := range groups {
 		groups[i].seg = make([]dependencyanalysis.Span, 0, groups[i].n)
 	}
-	for _, r := range runs { // in arrival order, which a trace's segment keeps
+	for i, r := range runs { // in arrival order, which a trace's segment keeps
 		g := &groups[r.group]
-		for i := r.lo; i < r.hi; i++ {
-			g.seg = append(g.seg, records[i].Span)
-			if c := records[i].Sampling; c != g.sampling {
-				g.sampling = dependencyanalysis.CombineSampling(g.sampling, c)
-			}
+		g.seg = append(g.seg, batch.Spans[r.lo:r.hi]...)
+		if c := batch.Runs[i].Sampling; c != g.sampling {
+			g.sampling = dependencyanalysis.CombineSampling(g.sampling, c)
 		}
 	}
 	sorted := groups // one shard: already in order
@@ -544,7 +540,7 @@ func (b *Buffer) Add(records []dependencyanalysis.Record, sc *Scratch, now int64
 // group finds the trace of each run in the batch's table of traces, adding
 // the traces it has not met, and returns the traces with their records
 // counted; each run learns its trace's index.
-func (sc *Scratch) group(runs []run, records []dependencyanalysis.Record, shards int) []group {
+func (sc *Scratch) group(runs []run, batch []dependencyanalysis.Run, shards int) []group {
 	size := 16
 	for size < 2*len(runs) {
 		size *= 2
@@ -560,7 +556,7 @@ func (sc *Scratch) group(runs []run, records []dependencyanalysis.Record, shards
 	groups := sc.groups[:0]
 	for ri := range runs {
 		r := &runs[ri]
-		id := records[r.lo].TraceID
+		id := batch[ri].TraceID
 		for i := r.hash & mask; ; i = (i + 1) & mask {
 			gi := slots[i]
 			if gi < 0 {

@@ -36,6 +36,15 @@ func records(t uint64, n int) []dependencyanalysis.Record {
 	return out
 }
 
+// batchOf makes a batch of recs, as the extractor would read them.
+func batchOf(recs []dependencyanalysis.Record) *dependencyanalysis.Batch {
+	var b dependencyanalysis.Batch
+	for _, r := range recs {
+		b.Append(r)
+	}
+	return &b
+}
+
 // put inserts n records of trace t into s at now, as Buffer.Add does.
 func put(s *Shard, t uint64, n int, now int64, c *Counts) {
 	g := group{id: traceID(t), hash: traceHash(traceID(t)), seg: make([]dependencyanalysis.Span, n)}
@@ -206,9 +215,9 @@ func TestShardClosed(t *testing.T) {
 	b := New(1, 100, 1000, time.Hour)
 	s := b.shards[0]
 	var c Counts
-	b.Add(records(1, 2), &Scratch{}, 0, &c)
+	b.Add(batchOf(records(1, 2)), &Scratch{}, 0, &c)
 	s.Close()
-	b.Add(records(2, 2), &Scratch{}, 0, &c)
+	b.Add(batchOf(records(2, 2)), &Scratch{}, 0, &c)
 	got, wait, done := s.TakeDue(0, make([]*Entry, 0, 64))
 	assert.Equal(t, []uint64{1}, ids(got), "closed: everything is due, nothing is added")
 	assert.Zero(t, wait)
@@ -228,7 +237,7 @@ func TestBufferAddGroupsTraces(t *testing.T) {
 				batch = append(batch, records(tr, 1)...)
 			}
 		}
-		b.Add(batch, &sc, 0, &c)
+		b.Add(batchOf(batch), &sc, 0, &c)
 	}
 	traces, n := b.Occupancy()
 	assert.Equal(t, 5, traces)
@@ -266,7 +275,7 @@ func TestBufferAddKeepsArrivalOrder(t *testing.T) {
 			}
 			var sc Scratch
 			var c Counts
-			b.Add(batch, &sc, 0, &c)
+			b.Add(batchOf(batch), &sc, 0, &c)
 			seen := 0
 			for _, s := range b.shards {
 				for i := range s.queue.n {
@@ -525,7 +534,7 @@ func TestBufferKeepsStrictestSampling(t *testing.T) {
 					batch[i].SpanID[0] = byte(len(tt.batches))
 					batch[i].Sampling = classes[i]
 				}
-				b.Add(batch, &sc, 0, &c)
+				b.Add(batchOf(batch), &sc, 0, &c)
 			}
 			s := b.shards[0]
 			require.Equal(t, 1, s.queue.len())
