@@ -343,72 +343,12 @@ func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) float64 {
 	}
 
 	a := spanAttrs{grpcCode: -1, attempt: -1, attemptRank: 255, addressRank: 255, urlRank: 255, sampleRank: 255}
+	// The loop's body is kept small enough to be inlined into pdata's
+	// iterator: with the switch in it, it was a call an attribute, most of
+	// which the switch ignores.
 	for k, v := range sp.Attributes().All() {
-		spec := e.lookup(k)
-		switch spec.field {
-		case fieldNone:
-			continue
-		case fieldPeerService:
-			a.peer[spec.rank] = v.Str()
-		case fieldSampleRate:
-			if f := floatValue(v); f > 0 && spec.rank < a.sampleRank {
-				a.sampleRate, a.sampleRank = f, spec.rank
-			}
-		case fieldAttempt:
-			if n, ok := intValue(v); ok && n >= 0 && spec.rank < a.attemptRank {
-				a.attempt, a.attemptRank = n, spec.rank
-			}
-		case fieldHTTPStatus:
-			if n, ok := intValue(v); ok {
-				a.httpStatus = n
-			}
-		case fieldGRPCStatus:
-			a.grpcCode = grpcCodeOf(v)
-		case fieldErrorType:
-			a.errorType = v.Str()
-		case fieldClaim:
-			r.SetClaim(ownership.ParseClaim(v.Str()))
-			a.seen |= seenClaim
-		case fieldClaimReceived:
-			r.SetClaimReceived(ownership.ParseClaim(v.Str()))
-			a.seen |= seenClaimReceived
-		case fieldDecision:
-			r.SetDecision(ownership.ParseRetryDecision(v.Str()))
-			a.seen |= seenDecision
-		case fieldLegacyClaim:
-			a.old.claim, a.legacy = ownership.ParseClaim(v.Str()), a.legacy|seenClaim
-		case fieldLegacyClaimReceived:
-			a.old.claimReceived, a.legacy = ownership.ParseClaim(v.Str()), a.legacy|seenClaimReceived
-		case fieldLegacyDecision:
-			a.old.decision, a.legacy = ownership.ParseRetryDecision(v.Str()), a.legacy|seenDecision
-		case fieldLegacyAttempt:
-			if n, ok := intValue(v); ok && n >= 0 {
-				a.old.attempt, a.legacy = n, a.legacy|seenAttempt
-			}
-		case fieldURLTemplate:
-			if spec.rank == 0 || a.template == "" {
-				a.template = v.Str()
-			}
-		case fieldHTTPMethod:
-			a.method = v.Str()
-		case fieldRPCService:
-			a.rpcService = v.Str()
-		case fieldRPCMethod:
-			a.rpcMethod = v.Str()
-		case fieldPeerAddress:
-			if spec.rank < a.addressRank {
-				a.address, a.addressRank = v.Str(), spec.rank
-			}
-		case fieldPeerPort:
-			if n, ok := intValue(v); ok && n > 0 && n < 1<<16 {
-				a.port = n
-			}
-		case fieldURLFull:
-			if spec.rank < a.urlRank {
-				a.url, a.urlRank = v.Str(), spec.rank
-			}
-		case fieldURLPath:
-			a.path = v.Str()
+		if spec := e.lookup(k); spec.field != fieldNone {
+			e.take(r, &a, spec, v)
 		}
 	}
 	if a.legacy != 0 {
@@ -430,6 +370,73 @@ func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) float64 {
 		r.Target = target(&a)
 	}
 	return a.sampleRate
+}
+
+// take applies attribute value v, whose meaning is spec, to r and a.
+func (e *Extractor) take(r *Span, a *spanAttrs, spec attrSpec, v pcommon.Value) {
+	switch spec.field {
+	case fieldPeerService:
+		a.peer[spec.rank] = v.Str()
+	case fieldSampleRate:
+		if f := floatValue(v); f > 0 && spec.rank < a.sampleRank {
+			a.sampleRate, a.sampleRank = f, spec.rank
+		}
+	case fieldAttempt:
+		if n, ok := intValue(v); ok && n >= 0 && spec.rank < a.attemptRank {
+			a.attempt, a.attemptRank = n, spec.rank
+		}
+	case fieldHTTPStatus:
+		if n, ok := intValue(v); ok {
+			a.httpStatus = n
+		}
+	case fieldGRPCStatus:
+		a.grpcCode = grpcCodeOf(v)
+	case fieldErrorType:
+		a.errorType = v.Str()
+	case fieldClaim:
+		r.SetClaim(ownership.ParseClaim(v.Str()))
+		a.seen |= seenClaim
+	case fieldClaimReceived:
+		r.SetClaimReceived(ownership.ParseClaim(v.Str()))
+		a.seen |= seenClaimReceived
+	case fieldDecision:
+		r.SetDecision(ownership.ParseRetryDecision(v.Str()))
+		a.seen |= seenDecision
+	case fieldLegacyClaim:
+		a.old.claim, a.legacy = ownership.ParseClaim(v.Str()), a.legacy|seenClaim
+	case fieldLegacyClaimReceived:
+		a.old.claimReceived, a.legacy = ownership.ParseClaim(v.Str()), a.legacy|seenClaimReceived
+	case fieldLegacyDecision:
+		a.old.decision, a.legacy = ownership.ParseRetryDecision(v.Str()), a.legacy|seenDecision
+	case fieldLegacyAttempt:
+		if n, ok := intValue(v); ok && n >= 0 {
+			a.old.attempt, a.legacy = n, a.legacy|seenAttempt
+		}
+	case fieldURLTemplate:
+		if spec.rank == 0 || a.template == "" {
+			a.template = v.Str()
+		}
+	case fieldHTTPMethod:
+		a.method = v.Str()
+	case fieldRPCService:
+		a.rpcService = v.Str()
+	case fieldRPCMethod:
+		a.rpcMethod = v.Str()
+	case fieldPeerAddress:
+		if spec.rank < a.addressRank {
+			a.address, a.addressRank = v.Str(), spec.rank
+		}
+	case fieldPeerPort:
+		if n, ok := intValue(v); ok && n > 0 && n < 1<<16 {
+			a.port = n
+		}
+	case fieldURLFull:
+		if spec.rank < a.urlRank {
+			a.url, a.urlRank = v.Str(), spec.rank
+		}
+	case fieldURLPath:
+		a.path = v.Str()
+	}
 }
 
 // samplingClass interns k through the extractor's own cache, which a
