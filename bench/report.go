@@ -394,8 +394,10 @@ var wouldTake = []struct{ target, text string }{
 		"(each span's fields and attributes read out of pdata, its names interned) and garbage collection (some of it " +
 		"the decoded batches', which the no-op pays too) are the largest parts, then linking and judging and buffering. " +
 		"spanmetrics reads a few attributes and updates a histogram a span, and less again when a batch holds one " +
-		"service's spans, which is why spread is its best shape and our worst. It would take an extraction that does " +
-		"not walk every attribute of every span (pdata has no index by key) and a buffer without a record a span."},
+		"service's spans, which is why spread is its best shape and our worst. Extraction reads each attribute once, " +
+		"calling out only for those it reads, and buffering copies a batch's spans a run of a trace at a time; " +
+		"most of what is left is reading spans and attributes scattered over pdata's heap, which it would take " +
+		"reading less of each span to cut."},
 	{"≥ 20× groupbytrace", "groupbytrace's CPU is mostly its own allocations (the allocations table); the ratio " +
 		"follows ours, and reaches 20 only with the cuts above."},
 	{"≤ 100 ns a span on the pipeline's goroutine", "the pipeline's goroutine runs extraction and buffering (their sum " +
@@ -405,8 +407,10 @@ var wouldTake = []struct{ target, text string }{
 	{"one-span traces ≤ 1.5×", "the 1-span column against the 1,000-span one: buffering, which each trace pays once " +
 		"whatever its size — its slot in the trace table, its place in the queue, its entry, its look-up in the " +
 		"late-span filter as it arrives and its entry there as it leaves, the table and the filter each a cache miss " +
-		"once thousands of traces wait — and the garbage of an entry and a segment a trace. It would take one " +
-		"structure for the waiting traces and the filter, and entries recycled rather than allocated."},
+		"once thousands of traces wait — and the garbage of a segment a trace (entries are recycled). The filter's " +
+		"two look-ups are about a tenth of BenchmarkBuffer/one-span; keeping it in the trace table's slots would " +
+		"save them, but would remember traces that left only as long as the table, sized by the traces waiting, " +
+		"has room, where the filter has two slots per max_traces."},
 	{"1,000,000 edges ≤ 1.5×", "the 1,000,000-edge column against the 1,000-edge one: the edge model and the " +
 		"statistics — each call's look-ups in the edge model's index and the bucket's edge statistics, and each " +
 		"request's in the depths by root operation, tables of about a million entries each, every look-up a cache " +
