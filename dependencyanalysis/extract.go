@@ -348,7 +348,7 @@ func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) float64 {
 	// which the switch ignores.
 	for k, v := range sp.Attributes().All() {
 		if spec := e.lookup(k); spec.field != fieldNone {
-			e.take(r, &a, spec, v)
+			take(r, &a, spec, v)
 		}
 	}
 	if a.legacy != 0 {
@@ -373,7 +373,7 @@ func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) float64 {
 }
 
 // take applies attribute value v, whose meaning is spec, to r and a.
-func (e *Extractor) take(r *Span, a *spanAttrs, spec attrSpec, v pcommon.Value) {
+func take(r *Span, a *spanAttrs, spec attrSpec, v pcommon.Value) {
 	switch spec.field {
 	case fieldPeerService:
 		a.peer[spec.rank] = v.Str()
