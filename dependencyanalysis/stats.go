@@ -312,35 +312,49 @@ type Stats struct {
 
 	auditCount map[Symbol]int
 	radius     []int16
-	// Direct-mapped caches in front of Operations, Edges, Depths and
-	// Roots: a trace's requests and calls mostly repeat keys seen moments
-	// ago, and a cache hit costs a multiply and a compare instead of
-	// hashing a struct key.
-	opCache    [256]cacheSlot[OperationKey, OperationStats]
-	edgeCache  [512]cacheSlot[EdgeKey, EdgeStats]
-	depthCache [512]cacheSlot[DepthKey, DepthCount]
-	rootCache  [64]cacheSlot[OperationKey, RootStats]
+	// byOp finds an operation's figures, and through them the figures
+	// its requests count once a call or once a request under it as root:
+	// the edges from it and the depths under it. A trace then looks up
+	// its operations, few and mostly recurring, and not each call's edge
+	// and each request's depth in tables that grow to a million entries,
+	// each look-up there a cache miss.
+	byOp map[OperationKey]*opEntry
+	// opCache is a direct-mapped cache in front of byOp: a trace's
+	// requests mostly repeat operations seen moments ago, and a hit costs
+	// a multiply and a compare instead of hashing a struct key.
+	opCache [256]cacheSlot[OperationKey, opEntry]
+}
+
+// opEntry is one operation's figures in Stats' maps, each nil until
+// counted, and the edges from it and the depths under it, up to maxRefs
+// of each; the rest are looked up in Stats' maps.
+type opEntry struct {
+	op     *OperationStats
+	root   *RootStats
+	edges  []edgeRef
+	depths []depthRef
+}
+
+// maxRefs bounds the edges from an operation and the depths under it that
+// its entry finds without a map: a scan of 16 references is about one map
+// look-up whose table is in the cache.
+const maxRefs = 16
+
+type edgeRef struct {
+	peerService, peerOperation Symbol
+	v                          *EdgeStats
+}
+
+type depthRef struct {
+	depth   int16
+	service Symbol
+	v       *DepthCount
 }
 
 // cacheSlot is a slot of a direct-mapped cache in front of a map.
 type cacheSlot[K comparable, V any] struct {
 	k K
 	v *V
-}
-
-// cached returns m's value for k through slot, the cache's slot for k,
-// adding a zero value if m has none.
-func cached[K comparable, V any](m map[K]*V, slot *cacheSlot[K, V], k K) *V {
-	if slot.v != nil && slot.k == k {
-		return slot.v
-	}
-	v, ok := m[k]
-	if !ok {
-		v = new(V)
-		m[k] = v
-	}
-	*slot = cacheSlot[K, V]{k, v}
-	return v
 }
 
 // mix spreads symbols over a cache; symbols are small dense integers.
@@ -356,6 +370,7 @@ func NewStats() *Stats {
 		Addresses:   make(map[AddressKey]uint64),
 		Provisional: make(map[OperationKey]*VerdictCounts),
 		auditCount:  make(map[Symbol]int),
+		byOp:        make(map[OperationKey]*opEntry),
 	}
 }
 
@@ -373,10 +388,8 @@ func (s *Stats) Reset() {
 	clear(s.Addresses)
 	clear(s.Provisional)
 	clear(s.auditCount)
+	clear(s.byOp)
 	clear(s.opCache[:])
-	clear(s.edgeCache[:])
-	clear(s.depthCache[:])
-	clear(s.rootCache[:])
 	s.Link = LinkStats{}
 	s.Traces, s.Extrapolated, s.CountedFailed = 0, 0, 0
 	s.Incomplete = [numIncomplete]uint64{}
@@ -416,7 +429,9 @@ func (s *Stats) Add(t *Trace, verdicts []Verdict) {
 	for ri := range t.Requests {
 		r := &t.Requests[ri]
 		req := &t.Spans[r.Span]
-		op := s.operation(OperationKey{req.Service, req.Operation})
+		k := OperationKey{req.Service, req.Operation}
+		x := s.entry(k)
+		op := s.operationOf(x, k)
 		op.Served++
 		op.Est[m].Served += w
 		if extrapolated {
@@ -431,7 +446,7 @@ func (s *Stats) Add(t *Trace, verdicts []Verdict) {
 		failed := failedCalls(calls)
 		for ci := range calls {
 			c := &calls[ci]
-			e := s.edge(EdgeKey{req.Service, req.Operation, c.PeerService, c.PeerOperation})
+			e := s.edgeOf(x, EdgeKey{req.Service, req.Operation, c.PeerService, c.PeerOperation})
 			addCall(&e.EdgeTraffic, t, c, req.Failed(), failed == 1, whole, 1)
 			addCall(&e.Est[m], t, c, req.Failed(), failed == 1, whole, w)
 			if c.PeerAddress != NoSymbol && c.PeerAddress != c.PeerService {
@@ -534,22 +549,85 @@ func (s *Stats) provisional(k OperationKey) *VerdictCounts {
 	return c
 }
 
-func (s *Stats) operation(k OperationKey) *OperationStats {
-	return cached(s.Operations, &s.opCache[mix(k.Service, k.Operation)%uint32(len(s.opCache))], k)
+// entry returns the entry of operation k, adding it if new.
+func (s *Stats) entry(k OperationKey) *opEntry {
+	slot := &s.opCache[mix(k.Service, k.Operation)%uint32(len(s.opCache))]
+	if slot.v != nil && slot.k == k {
+		return slot.v
+	}
+	x, ok := s.byOp[k]
+	if !ok {
+		x = new(opEntry)
+		s.byOp[k] = x
+	}
+	*slot = cacheSlot[OperationKey, opEntry]{k, x}
+	return x
+}
+
+func (s *Stats) operation(k OperationKey) *OperationStats { return s.operationOf(s.entry(k), k) }
+
+// operationOf returns the figures of operation k, whose entry is x.
+func (s *Stats) operationOf(x *opEntry, k OperationKey) *OperationStats {
+	if x.op == nil {
+		x.op = lookup(s.Operations, k)
+	}
+	return x.op
 }
 
 func (s *Stats) edge(k EdgeKey) *EdgeStats {
-	i := (mix(k.Service, k.Operation) ^ mix(k.PeerService, k.PeerOperation)*31) % uint32(len(s.edgeCache))
-	return cached(s.Edges, &s.edgeCache[i], k)
+	return s.edgeOf(s.entry(OperationKey{k.Service, k.Operation}), k)
+}
+
+// edgeOf returns the figures of edge k, from the operation whose entry is x.
+func (s *Stats) edgeOf(x *opEntry, k EdgeKey) *EdgeStats {
+	for i := range x.edges {
+		if r := &x.edges[i]; r.peerService == k.PeerService && r.peerOperation == k.PeerOperation {
+			return r.v
+		}
+	}
+	v := lookup(s.Edges, k)
+	if len(x.edges) < maxRefs {
+		x.edges = append(x.edges, edgeRef{k.PeerService, k.PeerOperation, v})
+	}
+	return v
 }
 
 func (s *Stats) depth(k DepthKey) *DepthCount {
-	i := (mix(k.RootService, k.RootOperation) ^ mix(Symbol(k.Depth), k.Service)*31) % uint32(len(s.depthCache))
-	return cached(s.Depths, &s.depthCache[i], k)
+	return s.depthOf(s.entry(OperationKey{k.RootService, k.RootOperation}), k)
 }
 
-func (s *Stats) root(k OperationKey) *RootStats {
-	return cached(s.Roots, &s.rootCache[mix(k.Service, k.Operation)%uint32(len(s.rootCache))], k)
+// depthOf returns the count of k, under the root operation whose entry is x.
+func (s *Stats) depthOf(x *opEntry, k DepthKey) *DepthCount {
+	for i := range x.depths {
+		if r := &x.depths[i]; r.depth == k.Depth && r.service == k.Service {
+			return r.v
+		}
+	}
+	v := lookup(s.Depths, k)
+	if len(x.depths) < maxRefs {
+		x.depths = append(x.depths, depthRef{k.Depth, k.Service, v})
+	}
+	return v
+}
+
+func (s *Stats) root(k OperationKey) *RootStats { return s.rootOf(s.entry(k), k) }
+
+// rootOf returns the figures of root operation k, whose entry is x.
+func (s *Stats) rootOf(x *opEntry, k OperationKey) *RootStats {
+	if x.root == nil {
+		x.root = lookup(s.Roots, k)
+	}
+	return x.root
+}
+
+// lookup returns m's value for k, adding a zero value if m has none.
+func lookup[K comparable, V any](m map[K]*V, k K) *V {
+	v, ok := m[k]
+	if !ok {
+		v = new(V)
+		m[k] = v
+	}
+	return v
 }
 
 // addDepths counts requests by depth under the trace's root request and
@@ -567,16 +645,17 @@ func (s *Stats) addDepths(t *Trace, w float64, m SamplingMethod) {
 	}
 	rs := t.RequestSpan(&t.Requests[root])
 	rk := OperationKey{rs.Service, rs.Operation}
+	x := s.entry(rk)
 	for ri := range t.Requests {
 		r := &t.Requests[ri]
 		if r.Depth < 0 {
 			continue
 		}
-		c := s.depth(DepthKey{rk.Service, rk.Operation, r.Depth, t.Spans[r.Span].Service})
+		c := s.depthOf(x, DepthKey{rk.Service, rk.Operation, r.Depth, t.Spans[r.Span].Service})
 		c.N++
 		c.Est[m] += w
 	}
-	st := s.root(rk)
+	st := s.rootOf(x, rk)
 	st.Requests++
 	st.RequestsEst[m] += w
 	if m == SamplingExtrapolated {

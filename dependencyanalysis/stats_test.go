@@ -130,3 +130,63 @@ func TestRetriesAfterUnclaimed(t *testing.T) {
 		})
 	}
 }
+
+// TestStatsEdgesAndDepthsPerOperation counts requests whose operation
+// has fewer edges and depths than its entry keeps (maxRefs) and more, so
+// that both the entry's references and the maps behind them count.
+func TestStatsEdgesAndDepthsPerOperation(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		peers int
+	}{
+		{"one peer", 1},
+		{"as many peers as an entry keeps", maxRefs},
+		{"more peers than an entry keeps", 2*maxRefs + 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			specs := []sp{{id: 1, kind: KindServer, svc: "gateway", op: "GET /", end: 100}}
+			for i := range tc.peers {
+				peer := "svc-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+				specs = append(specs,
+					sp{id: byte(2 + 2*i), parent: 1, kind: KindClient, svc: "gateway", peerOp: "GET /x", start: 1, end: 50},
+					sp{id: byte(3 + 2*i), parent: byte(2 + 2*i), kind: KindServer, svc: peer, op: "GET /x", start: 2, end: 40})
+			}
+			spans := records(specs...)
+			stats := NewStats()
+			an := NewAnalyzer()
+			const traces = 3
+			for range traces {
+				tr := an.Link(testTrace, spans)
+				stats.Add(tr, nil)
+			}
+			require.Len(t, stats.Edges, tc.peers)
+			for k, e := range stats.Edges {
+				assert.EqualValues(t, traces, e.Calls, "calls to %s", testSymbols.Name(k.PeerService))
+			}
+			require.Len(t, stats.Depths, tc.peers+1)
+			for k, d := range stats.Depths {
+				assert.EqualValues(t, traces, d.N, "requests of %s at depth %d", testSymbols.Name(k.Service), k.Depth)
+			}
+			root := stats.Roots[OperationKey{sym("gateway"), sym("GET /")}]
+			require.NotNil(t, root)
+			assert.EqualValues(t, traces, root.Requests)
+
+			// Merged into Stats that already count them: twice each.
+			stats.Merge(stats.clone(t))
+			for _, e := range stats.Edges {
+				assert.EqualValues(t, 2*traces, e.Calls)
+			}
+			for _, d := range stats.Depths {
+				assert.EqualValues(t, 2*traces, d.N)
+			}
+		})
+	}
+}
+
+// clone returns a copy of s's figures, by merging them into empty Stats.
+func (s *Stats) clone(t *testing.T) *Stats {
+	t.Helper()
+	c := NewStats()
+	c.Merge(s)
+	return c
+}
