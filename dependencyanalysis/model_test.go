@@ -5,6 +5,7 @@ package dependencyanalysis
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"runtime"
 	"sync"
 	"testing"
@@ -293,4 +294,53 @@ func TestEdgeModelMemoryPerEdge(t *testing.T) {
 	assert.LessOrEqual(t, small.Len(), 10_000)
 	assert.Greater(t, small.Len(), 8_000, "a full model forgets an eighth at a time")
 	assert.Equal(t, uint64(50_000-small.Len()), small.Evicted())
+}
+
+// TestEdgeIndex adds and forgets edges of one stripe at random, against a
+// map, so that the index's probe chains are long and cut in every way its
+// removal must mend: every edge kept is found in its slot, none forgotten
+// is.
+func TestEdgeIndex(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		keys     int // distinct keys drawn from
+		ops      int
+		forgetPc int // share of operations that forget an edge
+	}{
+		{"grows only", 3000, 3000, 0},
+		{"adds and forgets", 2000, 20000, 40},
+		{"mostly forgets", 500, 20000, 70},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewEdgeModel(DefaultConfig().EdgeModel, WithMaxEdges(8_000)) // one stripe, never full
+			require.Len(t, m.stripes, 1)
+			s := &m.stripes[0]
+			rng := rand.New(rand.NewPCG(1, uint64(tc.keys))) //nolint:gosec // G404: a test's draw
+			key := func(i int) EdgeKey { return EdgeKey{Symbol(i%37 + 1), Symbol(i/37 + 1), 1, 1} }
+			want := map[EdgeKey]uint32{}
+			for range tc.ops {
+				k := key(rng.IntN(tc.keys))
+				h := k.hash()
+				if slot, ok := want[k]; ok && rng.IntN(100) < tc.forgetPc {
+					s.forget(slot, s.state(slot))
+					m.edges.Add(-1) // as Forget does
+					delete(want, k)
+					continue
+				}
+				if _, ok := want[k]; !ok {
+					want[k] = m.add(s, h, k)
+				}
+			}
+			assert.Equal(t, len(want), s.index.n)
+			for i := range tc.keys {
+				k := key(i)
+				slot, ok := s.find(k.hash(), k)
+				wantSlot, kept := want[k]
+				require.Equal(t, kept, ok, "edge %d found", i)
+				if kept {
+					require.Equal(t, wantSlot, slot, "edge %d's slot", i)
+				}
+			}
+		})
+	}
 }
