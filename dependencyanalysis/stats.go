@@ -574,10 +574,6 @@ func (s *Stats) operationOf(x *opEntry, k OperationKey) *OperationStats {
 	return x.op
 }
 
-func (s *Stats) edge(k EdgeKey) *EdgeStats {
-	return s.edgeOf(s.entry(OperationKey{k.Service, k.Operation}), k)
-}
-
 // edgeOf returns the figures of edge k, from the operation whose entry is x.
 func (s *Stats) edgeOf(x *opEntry, k EdgeKey) *EdgeStats {
 	for i := range x.edges {
@@ -590,10 +586,6 @@ func (s *Stats) edgeOf(x *opEntry, k EdgeKey) *EdgeStats {
 		x.edges = append(x.edges, edgeRef{k.PeerService, k.PeerOperation, v})
 	}
 	return v
-}
-
-func (s *Stats) depth(k DepthKey) *DepthCount {
-	return s.depthOf(s.entry(OperationKey{k.RootService, k.RootOperation}), k)
 }
 
 // depthOf returns the count of k, under the root operation whose entry is x.
@@ -609,8 +601,6 @@ func (s *Stats) depthOf(x *opEntry, k DepthKey) *DepthCount {
 	}
 	return v
 }
-
-func (s *Stats) root(k OperationKey) *RootStats { return s.rootOf(s.entry(k), k) }
 
 // rootOf returns the figures of root operation k, whose entry is x.
 func (s *Stats) rootOf(x *opEntry, k OperationKey) *RootStats {
@@ -741,8 +731,11 @@ func (s *Stats) Merge(o *Stats) {
 		}
 		op.Extrapolated += v.Extrapolated
 	}
+	// Edges and depths straight into the maps: the entries' references
+	// would cost a look-up of the operation a key, in an order that
+	// finds no operation in the cache, and are filled when Add needs them.
 	for k, v := range o.Edges {
-		e := s.edge(k)
+		e := lookup(s.Edges, k)
 		e.merge(&v.EdgeTraffic)
 		for m := range e.Est {
 			e.Est[m].merge(&v.Est[m])
@@ -759,7 +752,7 @@ func (s *Stats) Merge(o *Stats) {
 		s.unaudit(k)
 	}
 	for k, v := range o.Depths {
-		c := s.depth(k)
+		c := lookup(s.Depths, k)
 		c.N += v.N
 		c.Est[0] += v.Est[0]
 		c.Est[1] += v.Est[1]
@@ -768,7 +761,7 @@ func (s *Stats) Merge(o *Stats) {
 		s.Addresses[k] += v
 	}
 	for k, v := range o.Roots {
-		st := s.root(k)
+		st := lookup(s.Roots, k)
 		st.Requests += v.Requests
 		st.RadiusSum += v.RadiusSum
 		st.RadiusMax = max(st.RadiusMax, v.RadiusMax)
