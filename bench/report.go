@@ -412,8 +412,8 @@ var wouldTake = []struct{ target, text string }{
 		"save them, but would remember traces that left only as long as the table, sized by the traces waiting, " +
 		"has room, where the filter has two slots per max_traces."},
 	{"1,000,000 edges ≤ 1.5×", "the 1,000,000-edge column against the 1,000-edge one: the edge model and the " +
-		"statistics — each call's look-ups in the edge model's index and the bucket's edge statistics, and each " +
-		"request's in the depths by root operation, tables of about a million entries each, every look-up a cache " +
-		"and TLB miss. It would take one table keyed once a call: the edge model's slot also indexing the bucket's " +
-		"statistics."},
+		"statistics. A call looks its edge up once, in the edge model's index, a table of 8-byte entries read just " +
+		"before the edge's state; a request finds the edges from it and the depths under it through its operation's " +
+		"entry in the bucket's statistics, not in tables of a million entries. What is left is mostly the cache and " +
+		"TLB misses of those reads."},
 }
