@@ -331,8 +331,8 @@ type Stats struct {
 type opEntry struct {
 	op     *OperationStats
 	root   *RootStats
-	edges  []edgeRef
-	depths []depthRef
+	edges  []ref[peerKey, EdgeStats]
+	depths []ref[depthUnder, DepthCount]
 }
 
 // maxRefs bounds the edges from an operation and the depths under it that
@@ -340,16 +340,22 @@ type opEntry struct {
 // look-up whose table is in the cache.
 const maxRefs = 16
 
-type edgeRef struct {
-	peerService, peerOperation Symbol
-	v                          *EdgeStats
+// ref is a value of one of Stats' maps, found by the part of its key
+// that is not the operation's.
+type ref[S comparable, V any] struct {
+	sub S
+	v   *V
 }
 
-type depthRef struct {
-	depth   int16
-	service Symbol
-	v       *DepthCount
-}
+// peerKey is an EdgeKey's part past its operation's; depthUnder a
+// DepthKey's past its root's.
+type (
+	peerKey    struct{ service, operation Symbol }
+	depthUnder struct {
+		depth   int16
+		service Symbol
+	}
+)
 
 // cacheSlot is a slot of a direct-mapped cache in front of a map.
 type cacheSlot[K comparable, V any] struct {
@@ -576,28 +582,26 @@ func (s *Stats) operationOf(x *opEntry, k OperationKey) *OperationStats {
 
 // edgeOf returns the figures of edge k, from the operation whose entry is x.
 func (s *Stats) edgeOf(x *opEntry, k EdgeKey) *EdgeStats {
-	for i := range x.edges {
-		if r := &x.edges[i]; r.peerService == k.PeerService && r.peerOperation == k.PeerOperation {
-			return r.v
-		}
-	}
-	v := lookup(s.Edges, k)
-	if len(x.edges) < maxRefs {
-		x.edges = append(x.edges, edgeRef{k.PeerService, k.PeerOperation, v})
-	}
-	return v
+	return through(&x.edges, s.Edges, k, peerKey{k.PeerService, k.PeerOperation})
 }
 
 // depthOf returns the count of k, under the root operation whose entry is x.
 func (s *Stats) depthOf(x *opEntry, k DepthKey) *DepthCount {
-	for i := range x.depths {
-		if r := &x.depths[i]; r.depth == k.Depth && r.service == k.Service {
+	return through(&x.depths, s.Depths, k, depthUnder{k.Depth, k.Service})
+}
+
+// through returns m's value for k, whose part past its operation is sub:
+// from refs, else from m (adding a zero value if m has none), kept in
+// refs while they are fewer than maxRefs.
+func through[K, S comparable, V any](refs *[]ref[S, V], m map[K]*V, k K, sub S) *V {
+	for i := range *refs {
+		if r := &(*refs)[i]; r.sub == sub {
 			return r.v
 		}
 	}
-	v := lookup(s.Depths, k)
-	if len(x.depths) < maxRefs {
-		x.depths = append(x.depths, depthRef{k.Depth, k.Service, v})
+	v := lookup(m, k)
+	if len(*refs) < maxRefs {
+		*refs = append(*refs, ref[S, V]{sub, v})
 	}
 	return v
 }
