@@ -546,28 +546,15 @@ func (s *Stats) unaudit(k AuditKey) {
 	s.Unaudit = append(s.Unaudit, k)
 }
 
-func (s *Stats) provisional(k OperationKey) *VerdictCounts {
-	c, ok := s.Provisional[k]
-	if !ok {
-		c = new(VerdictCounts)
-		s.Provisional[k] = c
-	}
-	return c
-}
+func (s *Stats) provisional(k OperationKey) *VerdictCounts { return lookup(s.Provisional, k) }
 
 // entry returns the entry of operation k, adding it if new.
 func (s *Stats) entry(k OperationKey) *opEntry {
 	slot := &s.opCache[mix(k.Service, k.Operation)%uint32(len(s.opCache))]
-	if slot.v != nil && slot.k == k {
-		return slot.v
+	if slot.v == nil || slot.k != k {
+		*slot = cacheSlot[OperationKey, opEntry]{k, lookup(s.byOp, k)}
 	}
-	x, ok := s.byOp[k]
-	if !ok {
-		x = new(opEntry)
-		s.byOp[k] = x
-	}
-	*slot = cacheSlot[OperationKey, opEntry]{k, x}
-	return x
+	return slot.v
 }
 
 func (s *Stats) operation(k OperationKey) *OperationStats { return s.operationOf(s.entry(k), k) }
