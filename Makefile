@@ -203,7 +203,8 @@ lint-node: hooks-node/node_modules/.deps
 
 ## lint-java: google-java-format (through Spotless) and Error Prone over the Java hooks and their agent extension (hooks-java/pom.xml and hooks-java/agent/pom.xml, profile lint)
 .PHONY: lint-java
-lint-java:
+# The agent extension compiles against the hooks in the local Maven repository, which hooks-java/target/.deps installs.
+lint-java: hooks-java/target/.deps
 	cd hooks-java && mvn -B -q -ntp -P lint clean test-compile
 	cd hooks-java/agent && mvn -B -q -ntp -P lint clean test-compile
 
