@@ -288,7 +288,8 @@ func (e *Extractor) Append(dst []Record, td ptrace.Traces) []Record {
 
 // spanAttrs collects what one span's attributes say before it is classified.
 type spanAttrs struct {
-	peer        [maxPeerServiceNames]string
+	peer        string
+	peerRank    uint8
 	httpStatus  int64
 	grpcCode    int
 	attempt     int64
@@ -342,7 +343,7 @@ func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) float64 {
 		r.Operation = e.syms.intern(sp.Name())
 	}
 
-	a := spanAttrs{grpcCode: -1, attempt: -1, attemptRank: 255, addressRank: 255, urlRank: 255, sampleRank: 255}
+	a := spanAttrs{grpcCode: -1, attempt: -1, peerRank: 255, attemptRank: 255, addressRank: 255, urlRank: 255, sampleRank: 255}
 	// The loop's body is kept small enough to be inlined into pdata's
 	// iterator: with the switch in it, it was a call an attribute, most of
 	// which the switch ignores.
@@ -359,12 +360,7 @@ func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) float64 {
 	}
 	r.Flags = e.classify(sp.Status().Code(), &a)
 	if r.Kind.Outbound() {
-		for _, p := range a.peer {
-			if p != "" {
-				r.PeerService = e.syms.intern(p)
-				break
-			}
-		}
+		r.PeerService = e.syms.intern(a.peer)
 		r.PeerOperation = e.peerOperation(sp.Name(), &a)
 		r.PeerAddress = e.peerAddress(&a)
 		r.Target = target(&a)
@@ -376,7 +372,9 @@ func (e *Extractor) fill(r *Span, sp ptrace.Span, svc Symbol) float64 {
 func take(r *Span, a *spanAttrs, spec attrSpec, v pcommon.Value) {
 	switch spec.field {
 	case fieldPeerService:
-		a.peer[spec.rank] = v.Str()
+		if p := v.Str(); p != "" && spec.rank <= a.peerRank {
+			a.peer, a.peerRank = p, spec.rank
+		}
 	case fieldSampleRate:
 		if f := floatValue(v); f > 0 && spec.rank < a.sampleRank {
 			a.sampleRate, a.sampleRank = f, spec.rank
