@@ -215,8 +215,13 @@ func (c *symbolCache) fresh() bool {
 // extraction. Names that differ only between the words it reads share a
 // slot.
 func frontIndex(name string) uint32 {
-	n := len(name)
-	p := unsafe.Slice(unsafe.StringData(name), n) //nolint:gosec // G103: read only, within the string
+	return frontIndexBytes(unsafe.Slice(unsafe.StringData(name), len(name))) //nolint:gosec // G103: read only, within the string
+}
+
+// frontIndexBytes is frontIndex of string(p), for a name built in a
+// scratch buffer: passing string(p) on would copy it.
+func frontIndexBytes(p []byte) uint32 {
+	n := len(p)
 	var h uint64
 	switch {
 	case n >= 8:
@@ -259,7 +264,7 @@ func (c *symbolCache) internBytes(b []byte) Symbol {
 	if len(b) == 0 {
 		return NoSymbol
 	}
-	slot := &c.front[frontIndex(string(b))]
+	slot := &c.front[frontIndexBytes(b)]
 	if slot.name == string(b) {
 		return slot.id
 	}
