@@ -185,6 +185,8 @@ type symbolCache struct {
 // frontSlots is the size of symbolCache's direct-mapped table: 12 KiB.
 const frontSlots = 1 << frontBits
 
+// frontBits are the bits of a name's hash that pick its front slot, the
+// top ones: a multiply mixes every bit of its input only into those.
 const frontBits = 9
 
 type frontSlot struct {
