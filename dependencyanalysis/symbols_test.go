@@ -60,26 +60,36 @@ func TestSymbolCache(t *testing.T) {
 	tests := []struct {
 		name  string
 		names []string
+		// oneSlot says the names all take one front slot, so that each
+		// look-up pushes the others' out.
+		oneSlot bool
 	}{
-		{"short names", []string{"a", "b", "ab", "ba", "GET", "POST"}},
+		{"short names", []string{"a", "b", "ab", "ba", "GET", "POST"}, false},
 		{"same length and outer bytes", []string{
 			"GET /api/v1/orders/{id}/items/list", "GET /api/v1/ordxx/{id}/items/list",
 			"GET /api/v1/orders/{id}/itemz/list", "GET /api/v1/orders/{ix}/items/list",
-		}},
+		}, false},
+		// 38 bytes: the front reads bytes 0-7, 15-22 and 30-37, and these
+		// differ only at 10 and 28.
 		{"differing only between the words the front reads", []string{
-			"GET /api/v1/orders/{id}/items/list/all", "GET /api/v1/ordxx/{id}/items/list/all",
-			"GET /api/v1/orders/{id}/iteyy/list/all",
-		}},
+			"GET /api/v1/orders/{id}/items/list/all", "GET /api/v2/orders/{id}/items/list/all",
+			"GET /api/v1/orders/{id}/itemz/list/all",
+		}, true},
 		{"more names than slots", func() []string {
 			var n []string
 			for i := range 3 * frontSlots {
 				n = append(n, fmt.Sprintf("operation-%04d", i))
 			}
 			return n
-		}()},
+		}(), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.oneSlot {
+				for _, n := range tt.names[1:] {
+					require.Equal(t, frontIndex(tt.names[0]), frontIndex(n), "%q and %q", tt.names[0], n)
+				}
+			}
 			syms := NewSymbols(10000)
 			c := newSymbolCache(syms)
 			for round := range 2 { // the second round reads what the first cached
